@@ -1,0 +1,225 @@
+"""The recorder: tensors, variables, tapes and the recorded program.
+
+This module knows nothing of TensorFlow's names or of NumPy's function list.
+An op is a ``Primitive`` (a pure function over arrays); ``bind`` runs it on
+concrete values and, when a recording tape watches one of its inputs, appends
+an ``Eqn`` to that tape. ``_replay`` turns a slice of the record back into a
+pure JAX function.
+
+Rule (TF's): an op is recorded on a tape iff at least one input is watched by
+that tape. Outputs of recorded ops become watched, so watchedness flows forward.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Callable
+
+from ._dtypes import INEXACT
+
+__all__ = ["Tensor", "VariableBase", "Primitive", "Eqn", "Tape", "bind", "record", "state"]
+
+# Identity, not value, decides what a tape tracks: every Tensor gets a fresh id.
+# A counter (not id()) so that ids are never reused after garbage collection.
+_next_id = itertools.count(1).__next__
+
+
+class Tensor:
+    """An immutable value: a ``jax.Array`` plus the identity the tape tracks.
+
+    Operators and methods are attached by the op table (``_ops``), so this
+    class stays independent of any op namespace.
+    """
+
+    __slots__ = ("_value", "_id", "__weakref__")
+
+    def __init__(self, value: Any):
+        self._value = value
+        self._id = _next_id()
+
+
+class VariableBase:
+    """The part of a variable the recorder needs: a mutable value and an identity."""
+
+    __slots__ = ("_value", "_uid", "_trainable", "__weakref__")
+
+    def __init__(self, value: Any, trainable: bool):
+        self._value = value
+        self._uid = _next_id()
+        self._trainable = trainable
+
+
+class Primitive:
+    """A recordable op: ``impl(*arrays, **static_params)`` must be a pure JAX function.
+
+    ``differentiable=False`` marks ops whose outputs carry no gradient (TF's
+    unconnected ops such as round or argmax); they are never recorded.
+    """
+
+    __slots__ = ("name", "impl", "differentiable", "multiple_results")
+
+    def __init__(
+        self,
+        name: str,
+        impl: Callable[..., Any],
+        differentiable: bool = True,
+        multiple_results: bool = False,
+    ):
+        self.name = name
+        self.impl = impl
+        self.differentiable = differentiable
+        self.multiple_results = multiple_results
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Eqn:
+    """One recorded op: ``out_ids = prim(*inputs, **params)``.
+
+    ``in_vals`` keeps the concrete inputs so a replay can feed leaves (inputs not
+    produced inside the replayed slice) as arguments. ``in_ids[k]`` is None for a
+    non-tensor input (a Python scalar or array constant).
+    """
+
+    __slots__ = ("prim", "params", "in_ids", "in_vals", "out_ids")
+
+    def __init__(self, prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, out_ids: tuple):
+        self.prim = prim
+        self.params = params
+        self.in_ids = in_ids
+        self.in_vals = in_vals
+        self.out_ids = out_ids
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"%{i}" if i is not None else repr(v) for i, v in zip(self.in_ids, self.in_vals))
+        outs = ", ".join(f"%{o}" for o in self.out_ids)
+        ps = "".join(f", {k}={v!r}" for k, v in self.params.items())
+        return f"{outs} = {self.prim.name}({ins}{ps})"
+
+
+class Tape:
+    """A record: the equations, the watched ids and the variables seen.
+
+    ``var_reads[uid]`` lists the ids of the read-tensors of one variable: the
+    gradient with respect to a variable sums over all of its reads.
+    """
+
+    __slots__ = ("eqns", "watched", "variables", "var_reads", "watch_accessed_variables", "__weakref__")
+
+    def __init__(self, watch_accessed_variables: bool = True):
+        self.eqns: list[Eqn] = []
+        self.watched: set[int] = set()
+        self.variables: dict[int, VariableBase] = {}
+        self.var_reads: dict[int, list[int]] = {}
+        self.watch_accessed_variables = watch_accessed_variables
+
+    def watch_tensor(self, t: Tensor) -> None:
+        self.watched.add(t._id)
+
+    def watch_variable(self, v: VariableBase) -> None:
+        if v._uid not in self.variables:
+            self.variables[v._uid] = v
+            self.var_reads[v._uid] = []
+
+    def program(self) -> list[Eqn]:
+        """The recorded equations, in order (a copy, for inspection)."""
+        return list(self.eqns)
+
+
+class _State(threading.local):
+    # Tape stacks are per thread, as in TF: an op on another thread is not
+    # recorded here. ``recording`` holds the tapes that currently record.
+    def __init__(self) -> None:
+        self.recording: list[Tape] = []
+
+
+state = _State()
+
+
+def push(tape: Tape) -> None:
+    state.recording.append(tape)
+
+
+def pop(tape: Tape) -> None:
+    rec = state.recording
+    for k in range(len(rec) - 1, -1, -1):
+        if rec[k] is tape:
+            del rec[k]
+            return
+
+
+def is_recording(tape: Tape) -> bool:
+    return any(t is tape for t in state.recording)
+
+
+def read_variable(var: VariableBase) -> Tensor:
+    """A read of ``var``: a fresh tensor, watched by every recording tape that watches ``var``."""
+    t = Tensor(var._value)
+    for tape in state.recording:
+        reads = tape.var_reads.get(var._uid)
+        if reads is None:
+            if not (tape.watch_accessed_variables and var._trainable):
+                continue
+            tape.watch_variable(var)
+            reads = tape.var_reads[var._uid]
+        tape.watched.add(t._id)
+        reads.append(t._id)
+    return t
+
+
+def touch_variable(var: VariableBase) -> None:
+    """An access that is not a differentiable read (assign): TF still auto-watches the variable."""
+    for tape in state.recording:
+        if tape.watch_accessed_variables and var._trainable:
+            tape.watch_variable(var)
+
+
+def record(prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, outs: list[Tensor]) -> None:
+    """Append one equation to every recording tape that watches one of ``in_ids``."""
+    eqn = None
+    diff_out: list[int] = []
+    for tape in state.recording:
+        w = tape.watched
+        for i in in_ids:
+            if i in w:
+                break
+        else:
+            continue
+        if eqn is None:
+            eqn = Eqn(prim, params, in_ids, in_vals, tuple(t._id for t in outs))
+            diff_out = [t._id for t in outs if t._value.dtype in INEXACT]
+        tape.eqns.append(eqn)
+        w.update(diff_out)
+
+
+def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
+    """Run ``prim`` on ``args`` (Tensors, variables or constants) and record it where watched.
+
+    Positional arguments are data; keyword arguments are static (hashable) parameters.
+    """
+    if not state.recording:
+        # The fast path: no tape anywhere on this thread, so only unwrap and run.
+        out = prim.impl(*[a._value if isinstance(a, (Tensor, VariableBase)) else a for a in args], **params)
+        if prim.multiple_results:
+            return tuple(Tensor(o) for o in out)
+        return Tensor(out)
+    ids = []
+    vals = []
+    for a in args:
+        if isinstance(a, Tensor):
+            ids.append(a._id)
+            vals.append(a._value)
+        elif isinstance(a, VariableBase):
+            t = read_variable(a)
+            ids.append(t._id)
+            vals.append(t._value)
+        else:
+            ids.append(None)
+            vals.append(a)
+    out = prim.impl(*vals, **params)
+    outs = [Tensor(o) for o in out] if prim.multiple_results else [Tensor(out)]
+    if prim.differentiable and state.recording:
+        record(prim, params, tuple(ids), tuple(vals), outs)
+    return tuple(outs) if prim.multiple_results else outs[0]

@@ -1,0 +1,355 @@
+"""``GradientTape`` and ``UnconnectedGradients``: TF's API over the core recorder and replay."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+from typing import Any, Iterator
+
+import jax
+import jax.numpy as jnp
+
+from . import _core, _replay, errors
+from ._core import Tensor, VariableBase
+from ._dtypes import INEXACT, from_np
+from ._tensor import convert_to_tensor
+
+__all__ = ["GradientTape", "UnconnectedGradients"]
+
+logger = logging.getLogger("tapejax")
+_logged: dict[str, int] = {}
+
+
+def _log_first_n(msg: str, n: int, *args: Any) -> None:
+    # TF logs these through absl's log_first_n; the same, on the "tapejax" logger.
+    c = _logged.get(msg, 0)
+    if c < n:
+        _logged[msg] = c + 1
+        logger.warning(msg, *args)
+
+
+class UnconnectedGradients(enum.Enum):
+    """What ``gradient``/``jacobian`` return for a source the target does not depend on.
+
+    ``NONE`` (the default) returns None; ``ZERO`` returns zeros of the source's
+    shape and dtype. The strings ``'none'`` and ``'zero'`` are accepted too.
+
+    Example:
+        >>> import tapejax as tf
+        >>> x, y = tf.constant(1.0), tf.constant(2.0)
+        >>> with tf.GradientTape() as t:
+        ...     t.watch(x)
+        ...     z = x * 2.0
+        >>> print(t.gradient(z, y, unconnected_gradients=tf.UnconnectedGradients.ZERO))
+        tf.Tensor(0.0, shape=(), dtype=float32)
+    """
+
+    NONE = "none"
+    ZERO = "zero"
+
+
+def _unconnected(value: Any) -> UnconnectedGradients:
+    try:
+        return UnconnectedGradients(value)
+    except ValueError:
+        raise ValueError(
+            f"Unknown value for unconnected_gradients: {value!r}. Use tf.UnconnectedGradients.NONE, "
+            "tf.UnconnectedGradients.ZERO, 'none' or 'zero'."
+        ) from None
+
+
+def _is_leaf(v: Any) -> bool:
+    return v is None or isinstance(v, Tensor | VariableBase)
+
+
+def _flatten(tree: Any) -> tuple[list, Any]:
+    return jax.tree_util.tree_flatten(tree, is_leaf=_is_leaf)
+
+
+def _describe(v: Any) -> str:
+    return f"{type(v).__module__}.{type(v).__qualname__}" if type(v).__module__ != "builtins" else type(v).__name__
+
+
+def _check_tensors(flat: list, role: str) -> None:
+    for v in flat:
+        if not isinstance(v, Tensor | VariableBase):
+            raise TypeError(
+                f"GradientTape.gradient {role} must be tf.Tensor or tf.Variable objects (or nested structures of "
+                f"them), got {_describe(v)} {v!r}. Convert with tf.constant(...) and, for a source, watch it "
+                "inside the tape's block before computing with it."
+            )
+
+
+class GradientTape:
+    """Record operations for automatic differentiation (TF's ``tf.GradientTape``).
+
+    Ops run inside ``with tape:`` on watched values (trainable variables are
+    watched on first read) are recorded; ``gradient`` replays the recorded slice
+    between the sources and the target through ``jax.vjp``, compiled and cached.
+
+    Example:
+        >>> import tapejax as tf
+        >>> x = tf.constant(3.0)
+        >>> with tf.GradientTape() as g:
+        ...     g.watch(x)
+        ...     y = x * x
+        >>> print(g.gradient(y, x))
+        tf.Tensor(6.0, shape=(), dtype=float32)
+    """
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
+        self._tape: _core.Tape | None = None
+        self._persistent = bool(persistent)
+        self._watch_accessed_variables = bool(watch_accessed_variables)
+        self._recording = False
+        self._watched_variables: tuple = ()
+
+    # --- context ----------------------------------------------------------------
+
+    def __enter__(self) -> GradientTape:
+        self._push_tape()
+        return self
+
+    def __exit__(self, typ: Any, value: Any, traceback: Any) -> None:
+        if self._recording:
+            self._pop_tape()
+
+    def _push_tape(self) -> None:
+        if self._recording:
+            raise ValueError(
+                "Tape is still recording, This can happen if you try to re-enter an already-active tape."
+            )
+        if self._tape is None:
+            self._tape = _core.Tape(self._watch_accessed_variables)
+        _core.push(self._tape)
+        self._recording = True
+
+    def _pop_tape(self) -> None:
+        if not self._recording:
+            raise ValueError("Tape is not recording.")
+        _core.pop(self._tape)  # type: ignore[arg-type]
+        self._recording = False
+
+    # --- watching ---------------------------------------------------------------
+
+    def watch(self, tensor: Any) -> None:
+        """Ensure ``tensor`` (a Tensor, Variable, or nested structure of them) is traced.
+
+        Ignored while no tape records on this thread (for instance inside
+        ``stop_recording``), as in TF.
+        """
+        flat, _ = _flatten(tensor)
+        for t in flat:
+            if not isinstance(t, Tensor | VariableBase):
+                raise ValueError(
+                    f"Passed in object {t!r} of type {type(t).__name__!r}, not tf.Tensor or tf.Variable. "
+                    "Only tensors and variables can be watched; convert constants with tf.constant(...)."
+                )
+            if t._value.dtype not in INEXACT:
+                _log_first_n("The dtype of the watched tensor must be floating (e.g. tf.float32), got %r", 5, from_np(t._value.dtype))
+        if self._tape is None or not _core.state.recording:
+            return
+        for t in flat:
+            if isinstance(t, VariableBase):
+                self._tape.watch_variable(t)
+            else:
+                self._tape.watch_tensor(t)
+
+    def watched_variables(self) -> tuple:
+        """The variables watched so far, deduplicated, in the order they were created."""
+        if self._tape is not None:
+            return tuple(sorted(self._tape.variables.values(), key=lambda v: v._uid))
+        return self._watched_variables
+
+    @contextlib.contextmanager
+    def stop_recording(self) -> Iterator[None]:
+        """Temporarily stop recording on this tape (other tapes keep recording).
+
+        Raises RuntimeError if the tape was never entered or is spent.
+        """
+        if self._tape is None:
+            raise RuntimeError(
+                "Trying to stop recording a tape which is not recording. Use stop_recording() inside the tape's "
+                "`with` block."
+            )
+        self._pop_tape()
+        try:
+            yield
+        finally:
+            self._push_tape()
+
+    def reset(self) -> None:
+        """Clear everything recorded so far; the tape keeps recording. Use inside the block only."""
+        self._pop_tape()
+        self._tape = None
+        self._push_tape()
+
+    # --- gradients ----------------------------------------------------------------
+
+    def _begin_use(self, what: str) -> _core.Tape:
+        if self._tape is None:
+            raise RuntimeError(
+                "A non-persistent GradientTape can only be used to compute one set of gradients (or jacobians). "
+                "Create the tape with tf.GradientTape(persistent=True) to call it more than once."
+            )
+        if self._recording:
+            if not self._persistent:
+                self._pop_tape()
+            else:
+                _log_first_n(
+                    "Calling GradientTape.%s on a persistent tape inside its context is significantly less "
+                    "efficient than calling it outside the context (it causes the gradient ops to be recorded on "
+                    "the tape, leading to increased CPU and memory usage). Only call GradientTape.%s inside the "
+                    "context if you actually want to trace the gradient in order to compute higher order "
+                    "derivatives.",
+                    1,
+                    what,
+                    what,
+                )
+        return self._tape
+
+    def _end_use(self) -> None:
+        if not self._persistent and self._tape is not None:
+            # Keep only what watched_variables() must still answer; drop the record.
+            self._watched_variables = self.watched_variables()
+            self._tape = None
+
+    def _source_ids(self, tape: _core.Tape, flat_sources: list, targets: list, known: dict) -> list:
+        """Per source, the ids whose gradients sum to its gradient (every read for a variable)."""
+        ids = []
+        var_targets: dict[int, list[int]] = {}
+        for t in targets:
+            if isinstance(t, _VarTarget):
+                var_targets.setdefault(t.var._uid, []).append(t._id)
+        for s in flat_sources:
+            if isinstance(s, VariableBase):
+                group = tuple(tape.var_reads.get(s._uid, ())) + tuple(var_targets.get(s._uid, ()))
+                ids.append(group)
+            else:
+                known[s._id] = s._value
+                ids.append((s._id,))
+        return ids
+
+    def gradient(
+        self,
+        target: Any,
+        sources: Any,
+        output_gradients: Any = None,
+        unconnected_gradients: Any = UnconnectedGradients.NONE,
+    ) -> Any:
+        """Gradients of ``target`` (summed if several or non-scalar) with respect to ``sources``.
+
+        The result mirrors the structure of ``sources``. A source the target does
+        not depend on gets None (or zeros with ``unconnected_gradients='zero'``).
+
+        Example:
+            >>> import tapejax as tf
+            >>> x = tf.Variable(2.0); y = tf.Variable(3.0)
+            >>> with tf.GradientTape() as t:
+            ...     z = (x ** 2 + 2 * y) ** 2
+            >>> [float(g) for g in t.gradient(z, [x, y])]
+            [80.0, 40.0]
+        """
+        tape = self._begin_use("gradient")
+        ug = _unconnected(unconnected_gradients)
+        flat_targets, _ = _flatten(target)
+        _check_tensors(flat_targets, "targets")
+        flat_sources, sources_def = _flatten(sources)
+        _check_tensors(flat_sources, "sources")
+        targets = [_as_target(t) for t in flat_targets]
+        for t in targets:
+            if t._value.dtype not in INEXACT:
+                _log_first_n("The dtype of the target tensor must be floating (e.g. tf.float32) when calling GradientTape.gradient, got %r", 5, from_np(t._value.dtype))
+        for s in flat_sources:
+            if s._value.dtype not in INEXACT:
+                _log_first_n("The dtype of the source tensor must be floating (e.g. tf.float32) when calling GradientTape.gradient, got %r", 5, from_np(s._value.dtype))
+        cots, cot_ids, cot_given = _output_gradients(output_gradients, targets)
+
+        known: dict = {t._id: t._value for t in targets}
+        source_ids = self._source_ids(tape, flat_sources, targets, known)
+        diff_sources = [s._value.dtype in INEXACT for s in flat_sources]
+        source_ids = [ids if d else () for ids, d in zip(source_ids, diff_sources)]
+        sl = _replay.build_slice(tape.eqns, targets, source_ids, known)
+        used = sl.targets_used
+        given = tuple(g for g, u in zip(cot_given, used) if u)
+        extra = [c for c, g, u in zip(cots, cot_given, used) if g and u]
+        extra_ids = [i for i, g, u in zip(cot_ids, cot_given, used) if g and u]
+        grads = _replay.run_transform(sl, (given,), "vjp", extra, extra_ids) if sl.groups else ()
+        self._end_use()
+
+        out = []
+        it = iter(grads)
+        for s, c, d in zip(flat_sources, sl.connected, diff_sources):
+            if c:
+                out.append(next(it))
+            elif not d and any(_same(s, t) for t in flat_targets):
+                # TF: a non-float source that is itself a target still gets ones.
+                out.append(Tensor(jnp.ones(s._value.shape, s._value.dtype)))
+            elif ug is UnconnectedGradients.ZERO:
+                out.append(Tensor(jnp.zeros(s._value.shape, s._value.dtype)))
+            else:
+                out.append(None)
+        return jax.tree_util.tree_unflatten(sources_def, out)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b
+
+
+class _VarTarget(Tensor):
+    """A variable used as a gradient target: its current value, tied to the variable."""
+
+    __slots__ = ("var",)
+
+    def __init__(self, var: VariableBase):
+        super().__init__(var._value)
+        self.var = var
+
+
+def _as_target(t: Any) -> Tensor:
+    return _VarTarget(t) if isinstance(t, VariableBase) else t
+
+
+def _output_gradients(output_gradients: Any, targets: list) -> tuple[list, list, list]:
+    """Flatten ``output_gradients`` to one weight per target, checked against TF's rules."""
+    if output_gradients is None:
+        return [None] * len(targets), [None] * len(targets), [False] * len(targets)
+    flat, _ = _flatten(output_gradients)
+    if len(flat) != len(targets):
+        # TF silently zips mismatched lists (dropping or ignoring weights); tapejax refuses.
+        raise ValueError(
+            f"output_gradients has {len(flat)} entries but there are {len(targets)} targets; pass one output "
+            "gradient per target, in the same structure as the target."
+        )
+    vals, ids, given = [], [], []
+    for g, t in zip(flat, targets):
+        if g is None:
+            raise ValueError(
+                "Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) to a Tensor: "
+                "an entry of output_gradients is None. Pass tf.ones_like(target) for an unweighted target."
+            )
+        if isinstance(g, VariableBase):
+            g = _core.read_variable(g)
+        elif not isinstance(g, Tensor):
+            g = convert_to_tensor(g, dtype_hint=from_np(t._value.dtype))
+        if g._value.dtype != t._value.dtype:
+            raise errors.InvalidArgumentError(
+                f"An output gradient of dtype {from_np(g._value.dtype).name} was given for a target of dtype "
+                f"{from_np(t._value.dtype).name}; they must match (use tf.cast)."
+            )
+        v = g._value
+        if tuple(v.shape) != tuple(t._value.shape):
+            try:
+                ok = jnp.broadcast_shapes(v.shape, t._value.shape) == tuple(t._value.shape)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise errors.InvalidArgumentError(
+                    f"Incompatible shapes: output gradient {list(v.shape)} vs. target {list(t._value.shape)}. "
+                    "Each output gradient must have its target's shape (or broadcast to it)."
+                )
+        vals.append(v)
+        ids.append(g._id)
+        given.append(True)
+    return vals, ids, given

@@ -1,0 +1,66 @@
+"""``tf.print``: print tensor values the way TF does (``6``, ``[8 8]``, ``None``)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from ._core import Tensor, VariableBase
+
+__all__ = ["print_"]
+
+
+def _scalar_text(v: Any) -> str:
+    if isinstance(v, np.floating):
+        s = str(v)
+        return s[:-2] if s.endswith(".0") else s
+    if isinstance(v, np.bool_):
+        return "1" if v else "0"
+    return str(v)
+
+
+def _array_text(a: np.ndarray, summarize: int, indent: int = 0) -> str:
+    if a.ndim == 0:
+        return _scalar_text(a[()])
+    n = a.shape[0]
+    if summarize >= 0 and n > 2 * summarize:
+        idx = list(range(summarize)) + [None] + list(range(n - summarize, n))
+    else:
+        idx = list(range(n))
+    if a.ndim == 1:
+        return "[" + " ".join("..." if i is None else _scalar_text(a[i]) for i in idx) + "]"
+    sep = "\n" + " " * (indent + 1)
+    return "[" + sep.join("..." if i is None else _array_text(a[i], summarize, indent + 1) for i in idx) + "]"
+
+
+def format_value(v: Any, summarize: int = 3) -> str:
+    if isinstance(v, Tensor | VariableBase):
+        return _array_text(np.asarray(v._value), summarize)
+    if isinstance(v, list | tuple):
+        inner = ", ".join(format_value(x, summarize) for x in v)
+        return f"[{inner}]" if isinstance(v, list) else f"({inner})"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k!r}: {format_value(x, summarize)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def print_(*inputs: Any, output_stream: Any = None, summarize: int = 3, sep: str = " ", end: str = "\n", name: Any = None) -> None:
+    """Print values as TF's ``tf.print`` does: tensors by value, to stderr by default.
+
+    Example:
+        >>> import sys, tapejax as tf
+        >>> tf.print(tf.constant([8.0, 8.0]), output_stream=sys.stdout)
+        [8 8]
+    """
+    stream = sys.stderr if output_stream is None else output_stream
+    text = sep.join(format_value(v, summarize) for v in inputs) + end
+    if isinstance(stream, str):
+        # TF accepts "file://path" and the names of the standard streams.
+        if stream.startswith("file://"):
+            with open(stream[7:], "a") as f:
+                f.write(text)
+            return
+        stream = {"stdout": sys.stdout, "stderr": sys.stderr}.get(stream, sys.stderr)
+    stream.write(text)

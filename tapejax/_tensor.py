@@ -1,0 +1,356 @@
+"""The user-facing surface of ``Tensor``: properties, conversions, printing,
+and TF's rules for turning Python and NumPy values into tensors.
+
+Operators (``+``, ``@``, ``[]``, ...) are attached by ``_ops`` from the op table.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._core import Tensor, VariableBase
+from ._dtypes import DType, as_dtype, check_width, from_np
+
+__all__ = ["Tensor", "TensorShape", "constant", "convert_to_tensor", "is_tensor", "Reference"]
+
+
+class TensorShape(tuple):
+    """A tensor's shape: a tuple of ints (None for unknown dims) with TF's helpers.
+
+    Example:
+        >>> import tapejax as tf
+        >>> s = tf.ones((2, 3)).shape
+        >>> s == (2, 3), s.as_list(), s.rank
+        (True, [2, 3], 2)
+    """
+
+    def __new__(cls, dims: Any = ()) -> TensorShape:
+        if dims is None:
+            return super().__new__(cls, ())
+        if isinstance(dims, int):
+            dims = (dims,)
+        return super().__new__(cls, (None if d is None else int(d) for d in dims))
+
+    @property
+    def rank(self) -> int:
+        return len(self)
+
+    @property
+    def ndims(self) -> int:
+        return len(self)
+
+    @property
+    def dims(self) -> list:
+        return list(self)
+
+    def as_list(self) -> list:
+        return list(self)
+
+    def num_elements(self) -> int | None:
+        return None if any(d is None for d in self) else int(np.prod(self, dtype=np.int64))
+
+    def is_fully_defined(self) -> bool:
+        return all(d is not None for d in self)
+
+    def is_compatible_with(self, other: Any) -> bool:
+        other = TensorShape(other)
+        return len(self) == len(other) and all(a is None or b is None or a == b for a, b in zip(self, other))
+
+    def __getitem__(self, k: Any) -> Any:
+        r = tuple.__getitem__(self, k)
+        return TensorShape(r) if isinstance(k, slice) else r
+
+    def __repr__(self) -> str:
+        return f"TensorShape({list(self)})"
+
+    def __str__(self) -> str:
+        return "(" + ", ".join("None" if d is None else str(d) for d in self) + ("," if len(self) == 1 else "") + ")"
+
+
+class Reference:
+    """A hashable handle to a tensor or variable, compared by identity (``x.ref()``)."""
+
+    __slots__ = ("_obj",)
+
+    def __init__(self, obj: Any):
+        self._obj = obj
+
+    def deref(self) -> Any:
+        return self._obj
+
+    def __hash__(self) -> int:
+        return id(self._obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Reference) and other._obj is self._obj
+
+    def __repr__(self) -> str:
+        return f"<Reference wrapping {self._obj!r}>"
+
+
+def _numpy_text(value: Any, is_repr: bool) -> str:
+    a = np.asarray(value)
+    text = (repr(a) if a.ndim else repr(a.item())) if is_repr else str(a)
+    return "\n" + text if "\n" in text else text
+
+
+# ---- properties and conversions, attached to the core Tensor ---------------
+
+
+def _t_numpy(self: Tensor) -> Any:
+    """The value as a NumPy array (a NumPy scalar for rank 0, as in TF)."""
+    a = np.asarray(self._value)
+    return a[()] if a.ndim == 0 else a
+
+
+def _t_repr(self: Tensor) -> str:
+    return f"<tf.Tensor: shape={TensorShape(self._value.shape)}, dtype={self.dtype.name}, numpy={_numpy_text(self._value, True)}>"
+
+
+def _t_str(self: Tensor) -> str:
+    return f"tf.Tensor({_numpy_text(self._value, False)}, shape={TensorShape(self._value.shape)}, dtype={self.dtype.name})"
+
+
+def _t_hash(self: Tensor) -> int:
+    raise TypeError("Tensor is unhashable. Instead, use tensor.ref() as the key.")
+
+
+def _t_len(self: Tensor) -> int:
+    if not self._value.shape:
+        raise TypeError("Scalar tensor has no `len()`")
+    return self._value.shape[0]
+
+
+def _t_iter(self: Tensor) -> Iterator[Tensor]:
+    if not self._value.shape:
+        raise TypeError("Cannot iterate over a scalar tensor.")
+    for i in range(self._value.shape[0]):
+        yield self[i]
+
+
+def _t_bool(self: Tensor) -> bool:
+    return bool(np.asarray(self._value))
+
+
+def _t_index(self: Tensor) -> int:
+    a = np.asarray(self._value)
+    if a.dtype.kind not in "iub" or a.ndim:
+        raise TypeError(f"Only scalar integer tensors can be used as an index, got shape {a.shape} dtype {a.dtype}.")
+    return int(a)
+
+
+def _t_array(self: Tensor, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    a = np.asarray(self._value)
+    return a.astype(dtype) if dtype is not None else a
+
+
+def _t_format(self: Tensor, spec: str) -> str:
+    if not self._value.shape:
+        return format(np.asarray(self._value).item(), spec)
+    return format(str(self), spec)
+
+
+Tensor.numpy = _t_numpy  # type: ignore[attr-defined]
+Tensor.shape = property(lambda self: TensorShape(self._value.shape), doc="The static shape, a TensorShape.")  # type: ignore[attr-defined]
+Tensor.get_shape = lambda self: TensorShape(self._value.shape)  # type: ignore[attr-defined]
+Tensor.dtype = property(lambda self: from_np(self._value.dtype), doc="The element type, a tapejax DType.")  # type: ignore[attr-defined]
+Tensor.ndim = property(lambda self: self._value.ndim)  # type: ignore[attr-defined]
+Tensor.device = property(lambda self: str(next(iter(self._value.devices()))))  # type: ignore[attr-defined]
+Tensor.__repr__ = _t_repr  # type: ignore[method-assign]
+Tensor.__str__ = _t_str  # type: ignore[method-assign]
+Tensor.__format__ = _t_format  # type: ignore[method-assign]
+Tensor.__hash__ = _t_hash  # type: ignore[method-assign,assignment]
+Tensor.__len__ = _t_len  # type: ignore[attr-defined]
+Tensor.__iter__ = _t_iter  # type: ignore[attr-defined]
+Tensor.__bool__ = _t_bool  # type: ignore[attr-defined]
+Tensor.__float__ = lambda self: float(np.asarray(self._value))  # type: ignore[attr-defined]
+Tensor.__int__ = lambda self: int(np.asarray(self._value))  # type: ignore[attr-defined]
+Tensor.__complex__ = lambda self: complex(np.asarray(self._value))  # type: ignore[attr-defined]
+Tensor.__index__ = _t_index  # type: ignore[attr-defined]
+Tensor.__array__ = _t_array  # type: ignore[attr-defined]
+Tensor.__array_priority__ = 100  # type: ignore[attr-defined]
+Tensor.__jax_array__ = lambda self: self._value  # type: ignore[attr-defined]
+Tensor.ref = lambda self: Reference(self)  # type: ignore[attr-defined]
+Tensor.experimental_ref = Tensor.ref  # type: ignore[attr-defined]
+
+
+def _flatten_tensor(t: Tensor) -> tuple:
+    return (t._value,), None
+
+
+def _unflatten_tensor(aux: Any, children: Any) -> Tensor:
+    return Tensor(children[0])
+
+
+jax.tree_util.register_pytree_node(Tensor, _flatten_tensor, _unflatten_tensor)
+
+
+# ---- conversion --------------------------------------------------------------
+
+
+def _infer_dtype(value: Any) -> np.dtype:
+    """TF's inference for Python values: bool -> bool, int -> int32, float -> float32, complex -> complex128."""
+    a = np.asarray(value)
+    if isinstance(value, np.ndarray | np.generic):
+        return a.dtype
+    k = a.dtype.kind
+    if k == "b":
+        return np.dtype(np.bool_)
+    if k in "iu":
+        if a.size and (a.max() > np.iinfo(np.int32).max or a.min() < np.iinfo(np.int32).min):
+            return np.dtype(np.int64)
+        return np.dtype(np.int32)
+    if k == "f":
+        return np.dtype(np.float32)
+    if k == "c":
+        return np.dtype(np.complex128)
+    raise TypeError(f"Cannot convert {value!r} to a tensor: unsupported element type {a.dtype}.")
+
+
+def _check_cast(value: Any, src: np.dtype, dst: np.dtype) -> None:
+    # TF refuses to convert a Python/NumPy value into a dtype that cannot hold
+    # it (1.5 into int32); a lossless conversion (2 into float32) is fine.
+    if dst.kind in "iub" and src.kind in "fc":
+        a = np.asarray(value)
+        if not np.all(np.isfinite(a)) or not np.all(np.asarray(a.real) == np.round(np.asarray(a.real))) or src.kind == "c":
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {from_np(dst).name}")
+    if dst.kind == "b" and src.kind != "b":
+        raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype bool")
+
+
+def _to_array(value: Any, dtype: DType | None) -> jax.Array:
+    if isinstance(value, jax.Array):
+        src = value.dtype
+    else:
+        if isinstance(value, list | tuple) and any(isinstance(v, Tensor | VariableBase) for v in _iter_nested(value)):
+            value = _pack_nested(value)
+            src = value.dtype
+        else:
+            src = _infer_dtype(value)
+    if dtype is None:
+        src = _narrow_ints(value, src)
+        check_width(src, "Converting a value of dtype")
+        if isinstance(value, jax.Array):
+            return value
+        return jnp.asarray(np.asarray(value).astype(src, copy=False))
+    dst = dtype._np
+    check_width(dst, "Requested dtype")
+    if not isinstance(value, jax.Array):
+        _check_cast(value, src, dst)
+        return jnp.asarray(np.asarray(value).astype(dst) if src != dst else np.asarray(value, dtype=dst))
+    if src != dst:
+        raise ValueError(
+            f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype {from_np(src).name}. "
+            f"Use tf.cast(x, tf.{dtype.name}) to change a tensor's dtype."
+        )
+    return value
+
+
+def _narrow_ints(value: Any, src: np.dtype) -> np.dtype:
+    # NumPy defaults to int64; without x64 tapejax stores such data as int32 when
+    # every value fits (nothing is lost), and raises otherwise.
+    if src.kind in "iu" and src.itemsize == 8 and not jax.config.jax_enable_x64:
+        a = np.asarray(value)
+        if a.size == 0 or (a.min() >= np.iinfo(np.int32).min and a.max() <= np.iinfo(np.int32).max):
+            return np.dtype(np.int32)
+    return src
+
+
+def _iter_nested(v: Any) -> Iterator[Any]:
+    for x in v:
+        if isinstance(x, list | tuple):
+            yield from _iter_nested(x)
+        else:
+            yield x
+
+
+def _pack_nested(v: Any) -> jax.Array:
+    # A list that mixes tensors and numbers: pack it (TF's auto-packing).
+    from . import _ops
+
+    def conv(x: Any) -> Any:
+        if isinstance(x, list | tuple):
+            return _ops.stack([conv(y) for y in x])
+        return convert_to_tensor(x)
+
+    return conv(v)._value
+
+
+def convert_to_tensor(value: Any, dtype: Any = None, dtype_hint: Any = None, name: str | None = None) -> Tensor:
+    """Convert a Tensor, Variable, NumPy array, Python number or nested list to a Tensor.
+
+    A Tensor is returned as is (so identity, and therefore tape tracking, is
+    kept); a Variable is read (which a recording tape may watch).
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.convert_to_tensor([1.0, 2.0]).dtype
+        tf.float32
+    """
+    if isinstance(value, Tensor):
+        if dtype is not None and as_dtype(dtype)._np != value._value.dtype:
+            raise ValueError(
+                f"Tensor conversion requested dtype {as_dtype(dtype).name} for Tensor with dtype "
+                f"{value.dtype.name}: {value!r}. Use tf.cast to change a tensor's dtype."
+            )
+        return value
+    if isinstance(value, VariableBase):
+        from ._core import read_variable
+
+        t = read_variable(value)
+        if dtype is not None and as_dtype(dtype)._np != t._value.dtype:
+            raise ValueError(
+                f"Tensor conversion requested dtype {as_dtype(dtype).name} for variable of dtype "
+                f"{t.dtype.name}. Use tf.cast to change a tensor's dtype."
+            )
+        return t
+    if value is None:
+        raise ValueError("Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) to a Tensor.")
+    d = as_dtype(dtype) if dtype is not None else None
+    if d is None and dtype_hint is not None:
+        hint = as_dtype(dtype_hint)
+        try:
+            return Tensor(_to_array(value, hint))
+        except (TypeError, ValueError):
+            pass
+    return Tensor(_to_array(value, d))
+
+
+def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None = None) -> Tensor:
+    """Create a constant tensor from a Python value, NumPy array or tensor.
+
+    Python floats give float32 and ints int32, as in TF. A NumPy float64 array
+    (or ``dtype=tf.float64``) needs 64-bit mode; see ``tapejax.enable_x64``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> print(tf.constant(3.0))
+        tf.Tensor(3.0, shape=(), dtype=float32)
+    """
+    if isinstance(value, Tensor | VariableBase):
+        arr = value._value
+        if dtype is not None and as_dtype(dtype)._np != arr.dtype:
+            check_width(as_dtype(dtype)._np, "Requested dtype")
+            arr = arr.astype(as_dtype(dtype)._np)
+    else:
+        arr = _to_array(value, as_dtype(dtype) if dtype is not None else None)
+    if shape is not None:
+        shape = tuple(shape)
+        if arr.size == 1:
+            arr = jnp.broadcast_to(arr.reshape(()), shape)
+        elif int(np.prod(shape)) == arr.size:
+            arr = arr.reshape(shape)
+        else:
+            raise TypeError(f"Eager execution of tf.constant with unsupported shape. Tensor {value!r} (converted from "
+                            f"{arr.size} elements) can't be reshaped to {list(shape)}.")
+    return Tensor(arr)
+
+
+def is_tensor(x: Any) -> bool:
+    """True for tapejax Tensors and Variables (``tf.is_tensor``)."""
+    return isinstance(x, Tensor | VariableBase)
+

@@ -1,0 +1,224 @@
+"""``Variable``: mutable state that tapes watch when it is read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from ._core import Tensor, VariableBase, read_variable, touch_variable
+from ._dtypes import DType, as_dtype, from_np
+from ._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor
+
+__all__ = ["Variable"]
+
+
+class Variable(VariableBase):
+    """A mutable tensor: TF's ``tf.Variable`` on a ``jax.Array``.
+
+    Reading a trainable variable inside a recording ``GradientTape`` watches it
+    (unless the tape was made with ``watch_accessed_variables=False``). The
+    gradient with respect to a variable sums over every read in the recorded
+    window; a read after an ``assign`` carries the value current at that time,
+    and an assign itself is not differentiable.
+
+    Example:
+        >>> import tapejax as tf
+        >>> v = tf.Variable(3.0)
+        >>> with tf.GradientTape() as tape:
+        ...     y = v * v
+        >>> print(tape.gradient(y, v))
+        tf.Tensor(6.0, shape=(), dtype=float32)
+    """
+
+    __slots__ = ("_name", "_shape", "_constraint")
+
+    def __init__(
+        self,
+        initial_value: Any = None,
+        trainable: bool = True,
+        validate_shape: bool = True,
+        caching_device: Any = None,
+        name: str | None = None,
+        variable_def: Any = None,
+        dtype: Any = None,
+        import_scope: Any = None,
+        constraint: Any = None,
+        synchronization: Any = None,
+        aggregation: Any = None,
+        shape: Any = None,
+        experimental_enable_variable_lifting: Any = None,
+    ):
+        if initial_value is None:
+            raise ValueError("initial_value must be specified.")
+        if callable(initial_value) and not isinstance(initial_value, Tensor | VariableBase):
+            initial_value = initial_value()
+        if isinstance(initial_value, Tensor | VariableBase):
+            value = initial_value._value
+            if dtype is not None and as_dtype(dtype)._np != value.dtype:
+                from ._ops import cast
+
+                value = cast(Tensor(value), dtype)._value
+        else:
+            value = convert_to_tensor(initial_value, dtype=dtype)._value
+        super().__init__(value, bool(trainable) if trainable is not None else True)
+        self._name = (name or "Variable") + ":0" if name is None or ":" not in name else name
+        if shape is not None:
+            s = TensorShape(shape)
+            if not s.is_compatible_with(value.shape):
+                raise ValueError(f"The initial value's shape ({list(value.shape)}) is not compatible with the explicitly supplied `shape` argument ({list(s)}).")
+            self._shape = s
+        else:
+            self._shape = TensorShape(value.shape) if validate_shape else None
+        self._constraint = constraint
+
+    # --- reading ---------------------------------------------------------------
+
+    def value(self) -> Tensor:
+        """The current value as a Tensor (a read, which a recording tape may watch)."""
+        return read_variable(self)
+
+    def read_value(self) -> Tensor:
+        """The current value as a Tensor (a read, which a recording tape may watch)."""
+        return read_variable(self)
+
+    def numpy(self) -> np.ndarray:
+        return np.asarray(self._value)
+
+    @property
+    def dtype(self) -> DType:
+        return from_np(self._value.dtype)
+
+    @property
+    def shape(self) -> TensorShape:
+        return TensorShape(self._value.shape)
+
+    def get_shape(self) -> TensorShape:
+        return self.shape
+
+    @property
+    def ndim(self) -> int:
+        return self._value.ndim
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @property
+    def constraint(self) -> Any:
+        return self._constraint
+
+    @property
+    def device(self) -> str:
+        return str(next(iter(self._value.devices())))
+
+    @property
+    def handle(self) -> Variable:
+        return self
+
+    # --- writing ---------------------------------------------------------------
+
+    def _checked(self, value: Any, op: str) -> Any:
+        if isinstance(value, Tensor | VariableBase):
+            v = value._value
+            if v.dtype != self._value.dtype:
+                raise ValueError(
+                    f"Tensor conversion requested dtype {self.dtype.name} for Tensor with dtype "
+                    f"{from_np(v.dtype).name}: cannot {op} it to variable '{self._name}'. Cast it first: "
+                    f"v.{op}(tf.cast(value, v.dtype))."
+                )
+        else:
+            try:
+                v = convert_to_tensor(value, dtype=self.dtype)._value
+            except TypeError as e:
+                raise TypeError(f"Cannot {op} {value!r} to variable '{self._name}' of dtype {self.dtype.name}: {e}") from None
+        if self._shape is not None and not self._shape.is_compatible_with(v.shape):
+            raise ValueError(
+                f"Cannot {op} value to variable '{self._name}': Shape mismatch. The variable shape {self._shape}, "
+                f"and the assigned value shape {TensorShape(v.shape)} are incompatible."
+            )
+        return v
+
+    def assign(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
+        """Set the value (same dtype and shape). Not differentiable, as in TF."""
+        v = self._checked(value, "assign")
+        touch_variable(self)
+        self._value = v
+        return self if read_value else None
+
+    def assign_add(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
+        """Add ``delta`` in place."""
+        v = self._checked(delta, "assign_add")
+        touch_variable(self)
+        self._value = self._value + v
+        return self if read_value else None
+
+    def assign_sub(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
+        """Subtract ``delta`` in place."""
+        v = self._checked(delta, "assign_sub")
+        touch_variable(self)
+        self._value = self._value - v
+        return self if read_value else None
+
+    # --- Python protocol -----------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"<tf.Variable '{self._name}' shape={TensorShape(self._value.shape)} dtype={self.dtype.name}, numpy={_numpy_text(self._value, True)}>"
+
+    def __hash__(self) -> int:
+        raise TypeError(f"Variable is unhashable. Instead, use variable.ref() as the key. (Variable: {self!r})")
+
+    def ref(self) -> Reference:
+        return Reference(self)
+
+    experimental_ref = ref
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = np.asarray(self._value)
+        return a.astype(dtype) if dtype is not None else a
+
+    def __jax_array__(self) -> Any:
+        return self._value
+
+    def __float__(self) -> float:
+        return float(np.asarray(self._value))
+
+    def __int__(self) -> int:
+        return int(np.asarray(self._value))
+
+    def __bool__(self) -> bool:
+        return bool(np.asarray(self._value))
+
+    def __index__(self) -> int:
+        return Tensor(self._value).__index__()  # type: ignore[attr-defined]
+
+    def __len__(self) -> int:
+        return Tensor(self._value).__len__()  # type: ignore[attr-defined]
+
+    def __iter__(self) -> Any:
+        return iter(read_variable(self))  # type: ignore[call-overload]
+
+    def __format__(self, spec: str) -> str:
+        return format(Tensor(self._value), spec)
+
+
+def _flatten(v: Variable) -> tuple:
+    return (v._value,), (v._trainable, v._name)
+
+
+def _unflatten(aux: Any, children: Any) -> Variable:
+    # Builds a variable around a (possibly traced) value without __init__'s conversion.
+    v = object.__new__(Variable)
+    VariableBase.__init__(v, children[0], aux[0])
+    v._name = aux[1]
+    v._shape = TensorShape(getattr(children[0], "shape", ()))
+    v._constraint = None
+    return v
+
+
+jax.tree_util.register_pytree_node(Variable, _flatten, _unflatten)
