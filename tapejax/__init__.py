@@ -40,6 +40,7 @@ from ._dtypes import (
     uint64,
     x64_enabled,
 )
+from ._function import Function, TensorSpec, function
 from ._gradient_tape import GradientTape, UnconnectedGradients
 from ._namespace import populate as _populate
 from ._print import print_ as print  # noqa: A001  (TF's name)

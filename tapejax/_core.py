@@ -40,14 +40,33 @@ class Tensor:
 
 
 class VariableBase:
-    """The part of a variable the recorder needs: a mutable value and an identity."""
+    """The part of a variable the recorder needs: a mutable value and an identity.
 
-    __slots__ = ("_value", "_uid", "_trainable", "__weakref__")
+    ``_value`` is a property so that a compiled step (``tapejax.function``) can
+    see which variables a traced function reads and assigns, and substitute
+    traced values for them; with no trace active it costs one flag test.
+    """
+
+    __slots__ = ("_v", "_uid", "_trainable", "__weakref__")
 
     def __init__(self, value: Any, trainable: bool):
-        self._value = value
         self._uid = _next_id()
         self._trainable = trainable
+        self._v = value
+        if state.tracing:
+            state.tracing[-1].created(self)
+
+    @property
+    def _value(self) -> Any:
+        if state.tracing:
+            state.tracing[-1].read(self)
+        return self._v
+
+    @_value.setter
+    def _value(self, value: Any) -> None:
+        if state.tracing:
+            state.tracing[-1].write(self)
+        self._v = value
 
 
 class Primitive:
@@ -133,6 +152,8 @@ class _State(threading.local):
     # recorded here. ``recording`` holds the tapes that currently record.
     def __init__(self) -> None:
         self.recording: list[Tape] = []
+        # Active variable-capturing traces (tapejax.function), innermost last.
+        self.tracing: list[Any] = []
 
 
 state = _State()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import jax
 import numpy as np
 
 from ._core import Tensor, VariableBase
@@ -54,6 +55,16 @@ def print_(*inputs: Any, output_stream: Any = None, summarize: int = 3, sep: str
         >>> tf.print(tf.constant([8.0, 8.0]), output_stream=sys.stdout)
         [8 8]
     """
+    leaves = [v for v in inputs if isinstance(v, Tensor | VariableBase)]
+    if any(isinstance(v._value, jax.core.Tracer) for v in leaves):
+        # Inside a compiled step: print every call, with the runtime values.
+        def emit(*vals: Any) -> None:
+            it = iter(vals)
+            concrete = [Tensor(next(it)) if isinstance(v, Tensor | VariableBase) else v for v in inputs]
+            print_(*concrete, output_stream=output_stream, summarize=summarize, sep=sep, end=end)
+
+        jax.debug.callback(emit, *[v._value for v in leaves], ordered=True)
+        return
     stream = sys.stderr if output_stream is None else output_stream
     text = sep.join(format_value(v, summarize) for v in inputs) + end
     if isinstance(stream, str):

@@ -93,6 +93,8 @@ class Reference:
 
 
 def _numpy_text(value: Any, is_repr: bool) -> str:
+    if isinstance(value, jax.core.Tracer):
+        return "<traced>"  # inside a tapejax.function trace there is no value yet
     a = np.asarray(value)
     text = (repr(a) if a.ndim else repr(a.item())) if is_repr else str(a)
     return "\n" + text if "\n" in text else text

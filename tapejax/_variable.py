@@ -7,7 +7,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._core import Tensor, VariableBase, read_variable, touch_variable
+from ._core import Tensor, VariableBase, _next_id, read_variable, touch_variable
 from ._dtypes import DType, as_dtype, from_np
 from ._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor
 
@@ -214,7 +214,11 @@ def _flatten(v: Variable) -> tuple:
 def _unflatten(aux: Any, children: Any) -> Variable:
     # Builds a variable around a (possibly traced) value without __init__'s conversion.
     v = object.__new__(Variable)
-    VariableBase.__init__(v, children[0], aux[0])
+    # Not through __init__: a pytree rebuild is not a user creating state, so a
+    # tapejax.function trace must not treat it as a new variable.
+    v._uid = _next_id()
+    v._trainable = aux[0]
+    v._v = children[0]
     v._name = aux[1]
     v._shape = TensorShape(getattr(children[0], "shape", ()))
     v._constraint = None
