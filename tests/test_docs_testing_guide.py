@@ -1,0 +1,50 @@
+"""Every ```python block of compat_docs/testing.md runs, and its tolerance table matches the code."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from tapejax.testing import TOLERANCES
+
+GUIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "compat_docs", "testing.md")
+
+
+def _blocks() -> list:
+    with open(GUIDE, encoding="utf-8") as f:
+        text = f.read()
+    out = []
+    heading = "top"
+    pos = 0
+    for m in re.finditer(r"^```python\n(.*?)^```\s*$", text, flags=re.S | re.M):
+        for h in re.findall(r"^#+ (.+)$", text[pos:m.start()], flags=re.M):
+            heading = h
+        pos = m.end()
+        line = text.count("\n", 0, m.start()) + 2  # first line of the code
+        out.append(pytest.param(m.group(1), line, id=f"L{line}-{re.sub(r'[^a-z0-9]+', '-', heading.lower())}"))
+    return out
+
+
+BLOCKS = _blocks()
+
+
+def test_the_guide_has_python_blocks():
+    assert len(BLOCKS) >= 8
+
+
+@pytest.mark.parametrize("code,line", BLOCKS)
+def test_python_block_runs(code, line):
+    # Each block is self-contained (its own imports), so each runs in a fresh namespace and the
+    # blocks do not depend on their order.
+    compiled = compile("\n" * (line - 1) + code, GUIDE, "exec")
+    exec(compiled, {"__name__": "tapejax_testing_guide"})
+
+
+def test_tolerance_table_in_the_guide_matches_the_code():
+    with open(GUIDE, encoding="utf-8") as f:
+        text = f.read()
+    rows = re.findall(r"^\| (\w+) \| ([\d.e+-]+) \| ([\d.e+-]+) \| ([\d.e+-]+) \| ([\d.e+-]+) \|$", text, flags=re.M)
+    table = {name: {1: (float(a1), float(r1)), 2: (float(a2), float(r2))} for name, a1, r1, a2, r2 in rows}
+    assert table == {k: dict(v) for k, v in TOLERANCES.items()}
