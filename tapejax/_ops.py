@@ -1,13 +1,27 @@
-"""The op library: a table of primitives over ``jax.numpy``/``jax.lax``, and the
-TF-signature functions built from it.
+"""The op library: tables of primitives over ``jax.numpy``/``jax.lax``, and the
+TF-signature functions built from them.
 
-Adding an op is one line in a table below. Each entry becomes a ``Primitive``
-(what the tape records) and a public function with TF's signature and dtype
-rules. Operators on ``Tensor`` and ``Variable`` are attached here too.
+Adding an op is one line in a table. Each entry becomes a ``Primitive`` (what
+the tape records) and a public function with TF's signature, dtype rules and
+gradient. This module holds the machinery, the elementwise ops, the reductions
+and the Tensor/Variable operators; the other families live in table-driven
+sibling modules imported at the bottom:
+
+* ``_ops_math``: scans, arg-reductions, top_k, segments, clipping, sorting.
+* ``_ops_array``: creation, shapes, indexing, gather/scatter, ``__getitem__``.
+* ``_ops_linalg``: matmul, tensordot, einsum, ``tf.linalg``.
+* ``_ops_nn``: ``tf.nn`` (activations, losses, convolution, pooling, dropout).
+
+``EXPORTS`` maps every public dotted name ("math.sin", "nn.relu", "sin") to its
+function; ``JAX_NAMES`` says which JAX function each maps to (for
+``compat_docs/ops.md``).
 """
 
 from __future__ import annotations
 
+import collections
+import functools
+import threading
 from typing import Any, Callable
 
 import jax
@@ -15,31 +29,85 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import errors
+from . import _tfgrad, errors
 from ._core import Primitive, Tensor, VariableBase, bind
 from ._dtypes import as_dtype, check_width, from_np
 from ._tensor import convert_to_tensor
 
-__all__ = ["EXPORTS", "prim", "unary", "binary", "reduction"]
+__all__ = ["EXPORTS", "JAX_NAMES", "prim", "unary", "binary", "reduction", "define"]
 
 # Public name -> function, e.g. "math.sin" and "sin". ``tapejax.__init__`` and
 # the namespace modules read this table; nothing else lists ops by hand.
 EXPORTS: dict[str, Callable] = {}
+# Public name -> the JAX function it maps to (documentation only).
+JAX_NAMES: dict[str, str] = {}
 PRIMS: dict[str, Primitive] = {}
 # Internal op name -> its TF-signature function (operators and other ops look ops up here).
 OPS: dict[str, Callable] = {}
 
 
-def _export(fn: Callable, *names: str) -> Callable:
+def _export(fn: Callable, *names: str, jax_name: str | None = None) -> Callable:
     for n in names:
         EXPORTS[n] = fn
+        if jax_name:
+            JAX_NAMES[n] = jax_name
     return fn
 
 
-def prim(name: str, impl: Callable, differentiable: bool = True, multiple_results: bool = False) -> Primitive:
-    p = Primitive(name, impl, differentiable, multiple_results)
+def prim(name: str, impl: Callable, differentiable: bool = True, multiple_results: bool = False, jit: bool = True) -> Primitive:
+    """Register a primitive. ``jit=True`` compiles ``impl`` once per (static params, input shapes).
+
+    An impl built from several jnp calls would otherwise compile and dispatch
+    each of them separately when it runs eagerly; one compiled program is both
+    faster to build and faster to call. Inside a replay (already traced) the
+    nested program is simply inlined. Use ``jit=False`` for an impl with Python
+    side effects.
+    """
+    already = hasattr(impl, "lower") or type(impl).__name__ == "ufunc"  # a jitted jnp function or a jnp ufunc
+    p = Primitive(name, _compiled_impl(impl) if jit and not already else impl, differentiable, multiple_results)
     PRIMS[name] = p
     return p
+
+
+_EAGER_CACHE_SIZE = 256  # compiled variants kept per primitive (least recently used go first)
+
+
+def _compiled_impl(impl: Callable) -> Callable:
+    cache: collections.OrderedDict = collections.OrderedDict()
+    lock = threading.Lock()
+
+    def run(*args: Any, **params: Any) -> Any:
+        key = tuple(sorted(params.items())) if params else ()
+        with lock:
+            f = cache.get(key)
+            if f is None:
+                f = jax.jit(functools.partial(impl, **params)) if params else jax.jit(impl)
+                cache[key] = f
+                if len(cache) > _EAGER_CACHE_SIZE:
+                    cache.popitem(last=False)
+            else:
+                cache.move_to_end(key)
+        return f(*args)
+
+    run.__name__ = getattr(impl, "__name__", "impl")
+    run.__wrapped__ = impl  # type: ignore[attr-defined]
+    return run
+
+
+def _jax_name(impl: Any) -> str:
+    impl = getattr(impl, "__wrapped__", impl)
+    mod = getattr(impl, "__module__", "") or ""
+    nm = getattr(impl, "__name__", "") or ""
+    if mod.startswith("jax") and nm:
+        mod = {"jax._src.numpy.ufuncs": "jax.numpy", "jax._src.nn.functions": "jax.nn"}.get(mod, mod)
+        if mod.startswith("jax._src.numpy"):
+            mod = "jax.numpy"
+        if mod.startswith("jax._src.scipy.special"):
+            mod = "jax.scipy.special"
+        if mod.startswith("jax._src.lax"):
+            mod = "jax.lax"
+        return f"{mod}.{nm}"
+    return ""
 
 
 def _is_t(x: Any) -> bool:
@@ -54,78 +122,291 @@ def _as_t(x: Any, dtype: Any = None) -> Any:
     return x if isinstance(x, Tensor | VariableBase) else convert_to_tensor(x, dtype=dtype)
 
 
+def _concrete(v: Any) -> Any:
+    """A NumPy view of ``v`` if it is concrete, else None (inside ``tapejax.function`` tracing)."""
+    if isinstance(v, Tensor | VariableBase):
+        v = v._value
+    if isinstance(v, jax.core.Tracer):
+        return None
+    return np.asarray(v)
+
+
+# ---- TF's dtype classes (the kernels' type lists, slightly simplified) ------------
+
+_BF16 = as_dtype("bfloat16")._np
+_F = frozenset(np.dtype(t) for t in ("float16", "float32", "float64")) | {_BF16}
+_C = frozenset(np.dtype(t) for t in ("complex64", "complex128"))
+_SI = frozenset(np.dtype(t) for t in ("int8", "int16", "int32", "int64"))
+_UI = frozenset(np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64"))
+_B = frozenset({np.dtype(np.bool_)})
+FLOAT = _F
+INEXACT = _F | _C
+INT = _SI | _UI
+REAL = _F | INT
+SIGNED = _F | _C | _SI
+NUMERIC = _F | _C | INT
+REAL_SIGNED = _F | _SI
+ANY = NUMERIC | _B
+BOOL = _B
+
+
+def check_dtype(opname: str, x: Any, allowed: frozenset) -> None:
+    """Raise TF's InvalidArgumentError if ``x``'s dtype is not one ``opname`` accepts."""
+    d = _dt(x)
+    if d not in allowed:
+        names = ", ".join(sorted(from_np(a).name for a in allowed))
+        raise errors.InvalidArgumentError(
+            f"Value for attr 'T' of {from_np(d).name} is not in the list of allowed values: {names}; "
+            f"NodeDef: {{{{node {opname}}}}}. Cast the input first, e.g. tf.cast(x, tf.float32)."
+        )
+
+
+# ---- building functions with TF's signatures --------------------------------------
+
+
+def define(fname: str, params: list, body: Callable, doc: str = "") -> Callable:
+    """A function ``fname(<params>, name=None)`` that calls ``body(<params>)``.
+
+    ``params`` is a list of names or ``(name, default)`` pairs; the generated
+    function has a real signature, so keyword calls (``features=x``) and
+    ``help()`` work as in TF.
+    """
+    parts = []
+    passes = []
+    ns: dict[str, Any] = {"_body": body}
+    for p in params:
+        if isinstance(p, tuple):
+            n, d = p
+            ns[f"_d_{n}"] = d
+            parts.append(f"{n}=_d_{n}")
+        else:
+            n = p
+            parts.append(n)
+        passes.append(n)
+    if "name" not in passes:
+        parts.append("name=None")
+    src = f"def {fname}({', '.join(parts)}):\n    return _body({', '.join(passes)})\n"
+    exec(src, ns)  # noqa: S102  (a fixed template; only identifiers from the tables are spliced in)
+    fn = ns[fname]
+    fn.__doc__ = doc
+    fn.__module__ = "tapejax"
+    return fn
+
+
+def _doc(title: str, example: str) -> str:
+    return f"{title}\n\nExample:\n    >>> import tapejax as tf\n    >>> {example}\n"
+
+
 # ---- unary ops ---------------------------------------------------------------
 
 
-def unary(name: str, impl: Callable, *names: str, differentiable: bool = True) -> Callable:
+def unary(
+    name: str,
+    impl: Callable,
+    *names: str,
+    dtypes: frozenset = INEXACT,
+    differentiable: bool = True,
+    tf_name: str | None = None,
+    arg: str = "x",
+    params: tuple = (),
+    jax_name: str | None = None,
+    convert: Callable | None = None,
+) -> Callable:
+    """An elementwise op ``impl(x, **params)``; ``params`` are ``(name, default)`` static keywords."""
     p = prim(name, impl, differentiable)
+    opname = tf_name or "".join(w.capitalize() for w in name.split("_"))
+    keys = [k for k, _ in params]
 
-    def op(x: Any, name: str | None = None) -> Tensor:
-        return bind(p, _as_t(x))
+    if not params:
 
-    op.__name__ = op.__qualname__ = name
+        def body(x: Any) -> Tensor:
+            x = convert(x) if convert else _as_t(x)
+            if _dt(x) not in dtypes:
+                check_dtype(opname, x, dtypes)
+            return bind(p, x)
+
+    else:
+
+        def body(x: Any, *vals: Any) -> Tensor:
+            x = convert(x) if convert else _as_t(x)
+            if _dt(x) not in dtypes:
+                check_dtype(opname, x, dtypes)
+            return bind(p, x, **{k: _static(v) for k, v in zip(keys, vals)})
+
+    public = names[0] if names else name
+    op = define(name, [arg, *params], body, _doc(f"Elementwise ``{public}``, as ``tf.{public}`` (recorded on the tape).",
+                                                  f"tf.{public}(tf.constant([0.5])).shape\n    TensorShape([1])"))
     OPS[name] = op
-    op.__doc__ = f"Elementwise ``{name}`` (recorded on the tape).\n\nExample:\n    >>> import tapejax as tf\n    >>> tf.{names[0] if names else name}(tf.constant([0.5])).shape\n    TensorShape([1])\n"
-    return _export(op, *(names or (name,)))
+    return _export(op, *(names or (name,)), jax_name=jax_name or _jax_name(impl))
 
 
-def _abs(x: Any) -> Any:
-    # TF's convention: d|x|/dx = sign(x), so 0 at 0.
-    return jnp.abs(x)
+def _static(v: Any) -> Any:
+    # Static parameters are part of the replay's cache key: they must be hashable
+    # Python values, not tensors.
+    if isinstance(v, Tensor | VariableBase):
+        c = _concrete(v)
+        if c is None:
+            raise TypeError("This parameter must be a Python value, not a traced tensor.")
+        return c.item() if c.ndim == 0 else tuple(c.tolist())
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, list):
+        return tuple(v)
+    return v
 
 
-def _reciprocal(x: Any) -> Any:
-    return 1 / x
+def _relu6(x: Any) -> Any:
+    # TF's Relu6Grad passes the gradient only where 0 < x < 6 (so 0 at both kinks).
+    return jnp.where(x <= 0, jnp.zeros_like(x), jnp.where(x >= 6, jnp.full_like(x, 6), x))
+
+
+def _relu(x: Any) -> Any:
+    # TF's ReluGrad: gradient where x > 0 (0 at the kink).
+    return jnp.where(x > 0, x, jnp.zeros_like(x))
+
+
+def _leaky_relu(x: Any, alpha: float) -> Any:
+    # TF's LeakyReluGrad: alpha at x == 0 (JAX's leaky_relu gives 1 there).
+    return jnp.where(x > 0, x, x * jnp.asarray(alpha, x.dtype))
+
+
+def _elu(x: Any) -> Any:
+    # The masked branch sees x only where x <= 0, so it never overflows and its zero
+    # cotangent cannot turn into 0 * inf = nan for large x. (Not min(x, 0): its
+    # tie at 0 would halve TF's gradient of 1 there.)
+    return jnp.where(x > 0, x, jnp.expm1(jnp.where(x > 0, jnp.zeros_like(x), x)))
+
+
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_ALPHA = 1.6732632423543772848170429916717
+
+
+def _selu(x: Any) -> Any:
+    # TF's SeluGrad takes the linear branch at 0 (its test is features < 0).
+    neg = _SELU_ALPHA * jnp.expm1(jnp.where(x < 0, x, jnp.zeros_like(x)))
+    return _SELU_SCALE * jnp.where(x < 0, neg, x)
+
+
+def _gelu(x: Any, approximate: bool) -> Any:
+    if approximate:
+        c = np.sqrt(2 / np.pi).astype(np.float32)
+        return 0.5 * x * (1 + jnp.tanh(c * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + jax.scipy.special.erf(x / np.sqrt(2).astype(np.float32)))
+
+
+def _silu(x: Any, beta: float) -> Any:
+    return x * jax.nn.sigmoid(jnp.asarray(beta, x.dtype) * x)
+
+
+def _softplus(x: Any) -> Any:
+    return jnp.logaddexp(x, jnp.zeros_like(x))
+
+
+def _log_sigmoid(x: Any) -> Any:
+    return -_softplus(-x)
+
+
+def _softsign(x: Any) -> Any:
+    return x / (1 + jnp.abs(x))
+
+
+def _to_float_like_tf(x: Any) -> Any:
+    # tf.nn.leaky_relu / gelu / silu convert integer inputs to float32 first.
+    x = _as_t(x)
+    if _dt(x) in INT:
+        return cast(x, "float32")
+    return x
+
+
+def _sign(x: Any) -> Any:
+    if jnp.iscomplexobj(x):
+        # TF: x / |x| for complex (0 at 0).
+        a = jnp.abs(x)
+        return jnp.where(a == 0, jnp.zeros_like(x), x / jnp.where(a == 0, jnp.ones_like(a), a).astype(x.dtype))
+    return jnp.sign(x)
+
+
+def _reciprocal_no_nan(x: Any) -> Any:
+    safe = jnp.where(x == 0, jnp.ones_like(x), x)
+    return jnp.where(x == 0, jnp.zeros_like(x), 1 / safe)
 
 
 _UNARY = [
-    # name, impl, exported names
-    ("negative", jnp.negative, "negative", "math.negative"),
-    ("abs", _abs, "abs", "math.abs"),
-    ("sin", jnp.sin, "sin", "math.sin"),
-    ("cos", jnp.cos, "cos", "math.cos"),
-    ("tan", jnp.tan, "tan", "math.tan"),
-    ("asin", jnp.arcsin, "asin", "math.asin"),
-    ("acos", jnp.arccos, "acos", "math.acos"),
-    ("atan", jnp.arctan, "atan", "math.atan"),
-    ("sinh", jnp.sinh, "sinh", "math.sinh"),
-    ("cosh", jnp.cosh, "cosh", "math.cosh"),
-    ("tanh", jnp.tanh, "tanh", "math.tanh", "nn.tanh"),
-    ("asinh", jnp.arcsinh, "asinh", "math.asinh"),
-    ("acosh", jnp.arccosh, "acosh", "math.acosh"),
-    ("atanh", jnp.arctanh, "atanh", "math.atanh"),
-    ("exp", jnp.exp, "exp", "math.exp"),
-    ("expm1", jnp.expm1, "math.expm1"),
-    ("log", jnp.log, "math.log"),
-    ("log1p", jnp.log1p, "math.log1p"),
-    ("sqrt", jnp.sqrt, "sqrt", "math.sqrt"),
-    ("rsqrt", lax.rsqrt, "math.rsqrt"),
-    ("square", jnp.square, "square", "math.square"),
-    ("reciprocal", _reciprocal, "math.reciprocal"),
-    ("sigmoid", jax.nn.sigmoid, "sigmoid", "math.sigmoid", "nn.sigmoid"),
-    ("softplus", jax.nn.softplus, "math.softplus", "nn.softplus"),
-    ("relu", jax.nn.relu, "nn.relu"),
-    ("erf", jax.scipy.special.erf, "math.erf"),
-    ("sign", jnp.sign, "sign", "math.sign"),
-    ("real", jnp.real, "math.real"),
-    ("imag", jnp.imag, "math.imag"),
-    ("conj", jnp.conj, "math.conj"),
-    ("identity", lambda x: x, "identity"),
+    # name, impl, dtypes, exported names
+    ("negative", jnp.negative, SIGNED, "negative", "math.negative"),
+    ("abs", _tfgrad.abs, SIGNED, "abs", "math.abs"),
+    ("sin", jnp.sin, INEXACT, "sin", "math.sin"),
+    ("cos", jnp.cos, INEXACT, "cos", "math.cos"),
+    ("tan", jnp.tan, INEXACT, "tan", "math.tan"),
+    ("asin", jnp.arcsin, INEXACT, "asin", "math.asin"),
+    ("acos", jnp.arccos, INEXACT, "acos", "math.acos"),
+    ("atan", jnp.arctan, INEXACT, "atan", "math.atan"),
+    ("sinh", jnp.sinh, INEXACT, "sinh", "math.sinh"),
+    ("cosh", jnp.cosh, INEXACT, "cosh", "math.cosh"),
+    ("tanh", jnp.tanh, INEXACT, "tanh", "math.tanh", "nn.tanh"),
+    ("asinh", jnp.arcsinh, INEXACT, "asinh", "math.asinh"),
+    ("acosh", jnp.arccosh, INEXACT, "acosh", "math.acosh"),
+    ("atanh", jnp.arctanh, INEXACT, "atanh", "math.atanh"),
+    ("exp", jnp.exp, INEXACT, "exp", "math.exp"),
+    ("expm1", jnp.expm1, INEXACT, "math.expm1"),
+    ("log", jnp.log, INEXACT, "math.log"),
+    ("log1p", jnp.log1p, INEXACT, "math.log1p"),
+    ("square", jnp.square, NUMERIC, "square", "math.square"),
+    ("sigmoid", jax.nn.sigmoid, INEXACT, "sigmoid", "math.sigmoid", "nn.sigmoid"),
+    ("log_sigmoid", _log_sigmoid, FLOAT, "math.log_sigmoid"),
+    ("softplus", _softplus, FLOAT, "math.softplus", "nn.softplus"),
+    ("softsign", _softsign, FLOAT, "math.softsign", "nn.softsign"),
+    ("relu", _relu, REAL, "nn.relu"),
+    ("relu6", _relu6, REAL, "nn.relu6"),
+    ("elu", _elu, FLOAT, "nn.elu"),
+    ("selu", _selu, FLOAT, "nn.selu"),
+    ("erf", jax.scipy.special.erf, FLOAT, "math.erf"),
+    ("erfc", jax.scipy.special.erfc, FLOAT, "math.erfc"),
+    ("erfinv", jax.scipy.special.erfinv, FLOAT, "math.erfinv"),
+    ("ndtri", jax.scipy.special.ndtri, FLOAT, "math.ndtri"),
+    ("lgamma", jax.scipy.special.gammaln, FLOAT, "math.lgamma"),
+    ("digamma", jax.scipy.special.digamma, FLOAT, "math.digamma"),
+    ("bessel_i0e", jax.scipy.special.i0e, FLOAT, "math.bessel_i0e"),
+    ("bessel_i1e", jax.scipy.special.i1e, FLOAT, "math.bessel_i1e"),
+    ("sign", _sign, SIGNED, "sign", "math.sign"),
+    ("real", jnp.real, NUMERIC, "math.real"),
+    ("imag", jnp.imag, NUMERIC, "math.imag"),
+    ("conj", jnp.conj, NUMERIC, "math.conj"),
+    ("angle", jnp.angle, INEXACT, "math.angle"),
+    ("reciprocal_no_nan", _reciprocal_no_nan, INEXACT, "math.reciprocal_no_nan"),
+    ("identity", lambda x: x, ANY, "identity"),
 ]
-for _name, _impl, *_names in _UNARY:
-    unary(_name, _impl, *_names)
+# TF's name for the first argument where it is not ``x``.
+_ARG = {"relu": "features", "relu6": "features", "elu": "features", "selu": "features", "softplus": "features",
+        "softsign": "features", "real": "input", "imag": "input", "angle": "input", "identity": "input"}
+for _name, _impl, _dts, *_names in _UNARY:
+    unary(_name, _impl, *_names, dtypes=_dts, arg=_ARG.get(_name, "x"))
+
+# TF's Sqrt/Rsqrt/Reciprocal gradient kernels return 0 where the upstream
+# gradient is 0 (so a masked sqrt(0) does not poison a tf.where with nan).
+unary("sqrt", _tfgrad.sqrt, "sqrt", "math.sqrt", dtypes=INEXACT, jax_name="jax.numpy.sqrt (TF gradient kernel)")
+unary("rsqrt", _tfgrad.rsqrt, "math.rsqrt", dtypes=INEXACT, jax_name="jax.lax.rsqrt (TF gradient kernel)")
+unary("reciprocal", _tfgrad.reciprocal, "math.reciprocal", "math.inv", dtypes=NUMERIC, jax_name="jax.numpy.reciprocal (TF gradient kernel)")
+unary("leaky_relu", _leaky_relu, "nn.leaky_relu", dtypes=FLOAT, arg="features", params=(("alpha", 0.2),),
+      jax_name="jax.nn.leaky_relu (TF kink rule)", convert=_to_float_like_tf)
+unary("gelu", _gelu, "nn.gelu", dtypes=FLOAT, arg="features", params=(("approximate", False),), jax_name="jax.nn.gelu",
+      convert=_to_float_like_tf)
+unary("silu", _silu, "nn.silu", "nn.swish", dtypes=FLOAT, arg="features", params=(("beta", 1.0),), jax_name="jax.nn.silu",
+      convert=_to_float_like_tf)
 
 # TF registers no gradient for these: the result is unconnected (None).
-for _name, _impl, *_names in [
-    ("round", jnp.round, "round", "math.round"),
-    ("floor", jnp.floor, "floor", "math.floor"),
-    ("ceil", jnp.ceil, "math.ceil"),
-    ("logical_not", jnp.logical_not, "logical_not", "math.logical_not"),
-    ("is_nan", jnp.isnan, "math.is_nan"),
-    ("is_finite", jnp.isfinite, "math.is_finite"),
-    ("is_inf", jnp.isinf, "math.is_inf"),
+for _name, _impl, _dts, *_names in [
+    ("round", jnp.round, NUMERIC, "round", "math.round"),
+    ("floor", jnp.floor, FLOAT, "floor", "math.floor"),
+    ("ceil", jnp.ceil, FLOAT, "math.ceil"),
+    ("rint", jnp.rint, FLOAT, "math.rint"),
+    ("logical_not", jnp.logical_not, BOOL, "logical_not", "math.logical_not"),
+    ("is_nan", jnp.isnan, FLOAT, "math.is_nan", "debugging.is_nan"),
+    ("is_finite", jnp.isfinite, FLOAT, "math.is_finite", "debugging.is_finite"),
+    ("is_inf", jnp.isinf, FLOAT, "math.is_inf", "debugging.is_inf"),
+    ("invert", jnp.invert, INT, "bitwise.invert"),
 ]:
-    unary(_name, _impl, *_names, differentiable=False)
+    unary(_name, _impl, *_names, dtypes=_dts, differentiable=False)
 
 log = OPS["log"]
 
@@ -144,6 +425,17 @@ def _other(v: Any, like: np.dtype) -> Any:
                 f"Cannot convert {v!r} to EagerTensor of dtype {d.name}. TF does not mix Python floats into "
                 f"integer ops; use an int, or tf.cast the tensor to a float dtype first."
             )
+        if isinstance(v, int) and not isinstance(v, bool) and d.is_integer:
+            info = np.iinfo(like)
+            if not info.min <= v <= info.max:
+                raise TypeError(f"Cannot convert {v!r} to EagerTensor of dtype {d.name}: out of range.")
+        if isinstance(v, int) and not isinstance(v, bool) and d.is_differentiable and not -(2**31) <= v < 2**31:
+            # JAX parses a Python int as int32 even beside a float tensor (an OverflowError
+            # past that range); TF converts it to the tensor's dtype: pass it as a float.
+            try:
+                return float(v)
+            except OverflowError:
+                raise TypeError(f"Cannot convert {v!r} to EagerTensor of dtype {d.name}: out of range.") from None
         # A Python number stays a Python number: JAX's weak typing then keeps
         # the tensor's dtype, and the replay passes it as data, not a constant.
         return v
@@ -168,18 +460,58 @@ def _binary_operands(opname: str, x: Any, y: Any) -> tuple:
     return x, _other(y, _dt(x))
 
 
-def binary(name: str, impl: Callable, *names: str, tf_name: str | None = None, differentiable: bool = True) -> Callable:
+def same_dtype(opname: str, *xs: Any) -> list:
+    """TF's rule for an op whose inputs share one dtype ``T``: tensors must agree; the rest convert to it."""
+    ts = [x for x in xs if _is_t(x)]
+    if not ts:
+        first = convert_to_tensor(xs[0])
+        ts = [first]
+        xs = (first,) + xs[1:]
+    like = _dt(ts[0])
+    out = []
+    for i, x in enumerate(xs):
+        if _is_t(x):
+            if _dt(x) != like:
+                raise errors.InvalidArgumentError(
+                    f"cannot compute {opname} as input #{i}(zero-based) was expected to be a {from_np(like).name} "
+                    f"tensor but is a {from_np(_dt(x)).name} tensor. tapejax, like TF, does not promote dtypes: "
+                    f"use tf.cast."
+                )
+            out.append(x)
+        else:
+            v = _other(x, like)
+            out.append(v if _is_t(v) else convert_to_tensor(v, dtype=from_np(like)))
+    return out
+
+
+def binary(
+    name: str,
+    impl: Callable,
+    *names: str,
+    tf_name: str | None = None,
+    differentiable: bool = True,
+    dtypes: frozenset = ANY,
+    jax_name: str | None = None,
+    check: Callable | None = None,
+) -> Callable:
     p = prim(name, impl, differentiable)
     opname = tf_name or name.capitalize()
 
-    def op(x: Any, y: Any, name: str | None = None) -> Tensor:
+    def body(x: Any, y: Any) -> Tensor:
         x, y = _binary_operands(opname, x, y)
+        d = _dt(x) if _is_t(x) else _dt(y)
+        if d not in dtypes:
+            check_dtype(opname, x if _is_t(x) else y, dtypes)
+        if check is not None:
+            check(x, y)
         return bind(p, x, y)
 
-    op.__name__ = op.__qualname__ = name
+    public = names[0] if names else name
+    op = define(name, ["x", "y"], body, _doc(
+        f"Elementwise ``{public}`` with broadcasting; both operands must share a dtype, as in TF.",
+        f"tf.{public}(tf.constant([2.0]), tf.constant([3.0])).shape\n    TensorShape([1])"))
     OPS[name] = op
-    op.__doc__ = f"Elementwise ``{name}`` with broadcasting; both operands must share a dtype, as in TF.\n\nExample:\n    >>> import tapejax as tf\n    >>> tf.{names[0] if names else name}(tf.constant([2.0]), tf.constant([3.0])).shape\n    TensorShape([1])\n"
-    return _export(op, *(names or (name,)))
+    return _export(op, *(names or (name,)), jax_name=jax_name or _jax_name(impl))
 
 
 def _maximum(x: Any, y: Any) -> Any:
@@ -192,15 +524,16 @@ def _minimum(x: Any, y: Any) -> Any:
 
 
 def _pow(x: Any, y: Any) -> Any:
-    return jnp.power(x, y)
+    if jnp.issubdtype(jnp.result_type(x, y), jnp.integer):
+        return jnp.power(x, y)
+    return _tfgrad.pow(x, y)
 
 
-def _floordiv(x: Any, y: Any) -> Any:
-    return jnp.floor_divide(x, y)
-
-
-def _truediv(x: Any, y: Any) -> Any:
-    return jnp.true_divide(x, y)
+def _check_int_pow(x: Any, y: Any) -> None:
+    if _is_t(x) and from_np(_dt(x)).is_integer:
+        c = _concrete(y)
+        if c is not None and np.any(c < 0):
+            raise errors.InvalidArgumentError("Integers to negative integer powers are not allowed [Op:Pow]")
 
 
 def _divide(x: Any, y: Any) -> Any:
@@ -219,72 +552,148 @@ def _div_no_nan(x: Any, y: Any) -> Any:
     return jnp.where(y == 0, jnp.zeros_like(x / safe), x / safe)
 
 
-_BINARY = [
-    ("add", jnp.add, "AddV2", "add", "math.add"),
-    ("subtract", jnp.subtract, "Sub", "subtract", "math.subtract"),
-    ("multiply", jnp.multiply, "Mul", "multiply", "math.multiply"),
-    ("divide", _divide, "RealDiv", "divide", "math.divide", "math.truediv", "realdiv"),
-    ("floordiv", _floordiv, "FloorDiv", "math.floordiv", "floordiv"),
-    ("floormod", jnp.mod, "FloorMod", "math.floormod", "math.mod", "mod"),
-    ("pow", _pow, "Pow", "pow", "math.pow"),
-    ("maximum", _maximum, "Maximum", "maximum", "math.maximum"),
-    ("minimum", _minimum, "Minimum", "minimum", "math.minimum"),
-    ("squared_difference", lambda x, y: jnp.square(x - y), "SquaredDifference", "math.squared_difference"),
-    ("atan2", jnp.arctan2, "Atan2", "math.atan2", "atan2"),
-    ("div_no_nan", _div_no_nan, "DivNoNan", "math.divide_no_nan", "div_no_nan"),
-]
-for _name, _impl, _tfn, *_names in _BINARY:
-    binary(_name, _impl, *_names, tf_name=_tfn)
+def _multiply_no_nan(x: Any, y: Any) -> Any:
+    return _tfgrad.multiply_no_nan(x, y)
 
-for _name, _impl, _tfn, *_names in [
-    ("equal", jnp.equal, "Equal", "equal", "math.equal"),
-    ("not_equal", jnp.not_equal, "NotEqual", "not_equal", "math.not_equal"),
-    ("less", jnp.less, "Less", "less", "math.less"),
-    ("less_equal", jnp.less_equal, "LessEqual", "less_equal", "math.less_equal"),
-    ("greater", jnp.greater, "Greater", "greater", "math.greater"),
-    ("greater_equal", jnp.greater_equal, "GreaterEqual", "greater_equal", "math.greater_equal"),
-    ("logical_and", jnp.logical_and, "LogicalAnd", "logical_and", "math.logical_and"),
-    ("logical_or", jnp.logical_or, "LogicalOr", "logical_or", "math.logical_or"),
-    ("bitwise_and", jnp.bitwise_and, "BitwiseAnd", "bitwise.bitwise_and"),
-    ("bitwise_or", jnp.bitwise_or, "BitwiseOr", "bitwise.bitwise_or"),
-    ("bitwise_xor", jnp.bitwise_xor, "BitwiseXor", "bitwise.bitwise_xor"),
+
+def _xlogy(x: Any, y: Any) -> Any:
+    safe = jnp.where(x == 0, jnp.ones_like(y), y)
+    return jnp.where(x == 0, jnp.zeros_like(x * y), x * jnp.log(safe))
+
+
+def _xdivy(x: Any, y: Any) -> Any:
+    safe = jnp.where(x == 0, jnp.ones_like(y), y)
+    return jnp.where(x == 0, jnp.zeros_like(x * y), x / safe)
+
+
+def _xlog1py(x: Any, y: Any) -> Any:
+    safe = jnp.where(x == 0, jnp.zeros_like(y), y)
+    return jnp.where(x == 0, jnp.zeros_like(x * y), x * jnp.log1p(safe))
+
+
+def _floormod(x: Any, y: Any) -> Any:
+    return jnp.mod(x, y)
+
+
+def _truncatediv(x: Any, y: Any) -> Any:
+    if jnp.issubdtype(jnp.result_type(x, y), jnp.integer):
+        return lax.div(jnp.asarray(x), jnp.asarray(y))
+    return jnp.trunc(x / y)
+
+
+_BINARY = [
+    # name, impl, TF op name, dtypes, exported names
+    ("add", jnp.add, "AddV2", NUMERIC, "add", "math.add"),
+    ("subtract", jnp.subtract, "Sub", NUMERIC, "subtract", "math.subtract"),
+    ("multiply", jnp.multiply, "Mul", NUMERIC, "multiply", "math.multiply"),
+    ("divide", _divide, "RealDiv", NUMERIC, "divide", "math.divide", "math.truediv", "realdiv", "truediv"),
+    ("floormod", _floormod, "FloorMod", REAL, "math.floormod", "math.mod", "mod"),
+    ("maximum", _maximum, "Maximum", REAL, "maximum", "math.maximum"),
+    ("minimum", _minimum, "Minimum", REAL, "minimum", "math.minimum"),
+    ("squared_difference", lambda x, y: jnp.square(x - y), "SquaredDifference", NUMERIC, "math.squared_difference"),
+    ("atan2", jnp.arctan2, "Atan2", FLOAT, "math.atan2", "atan2"),
+    ("div_no_nan", _div_no_nan, "DivNoNan", INEXACT, "math.divide_no_nan", "div_no_nan"),
+    ("multiply_no_nan", _multiply_no_nan, "MulNoNan", INEXACT, "math.multiply_no_nan"),
+    ("xlogy", _xlogy, "Xlogy", INEXACT, "math.xlogy"),
+    ("xdivy", _xdivy, "Xdivy", INEXACT, "math.xdivy"),
+    ("xlog1py", _xlog1py, "Xlog1py", INEXACT, "math.xlog1py"),
+    ("igamma", jax.scipy.special.gammainc, "Igamma", FLOAT, "math.igamma"),
+    ("igammac", jax.scipy.special.gammaincc, "Igammac", FLOAT, "math.igammac"),
+]
+for _name, _impl, _tfn, _dts, *_names in _BINARY:
+    binary(_name, _impl, *_names, tf_name=_tfn, dtypes=_dts)
+binary("pow", _pow, "pow", "math.pow", tf_name="Pow", dtypes=NUMERIC, jax_name="jax.numpy.power (TF gradient formula)",
+       check=_check_int_pow)
+
+for _name, _impl, _tfn, _dts, *_names in [
+    ("equal", jnp.equal, "Equal", ANY, "equal", "math.equal"),
+    ("not_equal", jnp.not_equal, "NotEqual", ANY, "not_equal", "math.not_equal"),
+    ("less", jnp.less, "Less", REAL, "less", "math.less"),
+    ("less_equal", jnp.less_equal, "LessEqual", REAL, "less_equal", "math.less_equal"),
+    ("greater", jnp.greater, "Greater", REAL, "greater", "math.greater"),
+    ("greater_equal", jnp.greater_equal, "GreaterEqual", REAL, "greater_equal", "math.greater_equal"),
+    ("logical_and", jnp.logical_and, "LogicalAnd", BOOL, "logical_and", "math.logical_and"),
+    ("logical_or", jnp.logical_or, "LogicalOr", BOOL, "logical_or", "math.logical_or"),
+    ("logical_xor", jnp.logical_xor, "LogicalXor", BOOL, "math.logical_xor"),
+    ("bitwise_and", jnp.bitwise_and, "BitwiseAnd", INT, "bitwise.bitwise_and"),
+    ("bitwise_or", jnp.bitwise_or, "BitwiseOr", INT, "bitwise.bitwise_or"),
+    ("bitwise_xor", jnp.bitwise_xor, "BitwiseXor", INT, "bitwise.bitwise_xor"),
+    ("left_shift", jnp.left_shift, "LeftShift", INT, "bitwise.left_shift"),
+    ("right_shift", jnp.right_shift, "RightShift", INT, "bitwise.right_shift"),
+    # TF registers no gradient for these (TruncateMod has none at all: TF raises LookupError).
+    ("floordiv", jnp.floor_divide, "FloorDiv", REAL, "math.floordiv", "floordiv"),
+    ("truncatediv", _truncatediv, "TruncateDiv", REAL, "truncatediv"),
+    ("truncatemod", jnp.fmod, "TruncateMod", REAL, "truncatemod"),
 ]:
-    binary(_name, _impl, *_names, tf_name=_tfn, differentiable=False)
+    binary(_name, _impl, *_names, tf_name=_tfn, dtypes=_dts, differentiable=False)
 
 
 # ---- reductions --------------------------------------------------------------
 
 
-def _axis(axis: Any) -> Any:
+def norm_axis(axis: Any, ndim: int, opname: str = "reduction") -> Any:
+    """TF's axis argument (int, list, tensor, None) as a tuple of non-negative ints (None = all)."""
     if axis is None:
         return None
     if _is_t(axis):
-        axis = np.asarray(axis._value)
+        c = _concrete(axis)
+        if c is None:
+            raise TypeError(f"{opname}: the axis must be concrete, not a traced tensor.")
+        axis = c.tolist()
     if isinstance(axis, np.ndarray):
         axis = axis.tolist()
-    if isinstance(axis, list | tuple):
-        return tuple(int(a) for a in axis)
-    return int(axis)
+    single = not isinstance(axis, list | tuple)
+    axes = [axis] if single else list(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -max(ndim, 1) <= a < max(ndim, 1):
+            raise errors.InvalidArgumentError(
+                f"Invalid reduction dimension ({a} for input with {ndim} dimension(s)) in {opname}; "
+                f"use an axis in [-{ndim}, {ndim})."
+            )
+        a = a % ndim if ndim else 0
+        if a not in out:
+            out.append(a)
+    return tuple(sorted(out))
 
 
-def reduction(name: str, impl: Callable, *names: str, differentiable: bool = True) -> Callable:
+def reduction(
+    name: str,
+    impl: Callable,
+    *names: str,
+    differentiable: bool = True,
+    dtypes: frozenset = NUMERIC,
+    tf_name: str | None = None,
+    jax_name: str | None = None,
+) -> Callable:
+    """A reduction ``impl(x, axis, keepdims)`` with TF's ``(input_tensor, axis=None, keepdims=False)``."""
     p = prim(name, impl, differentiable)
+    opname = tf_name or name
 
-    def op(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Tensor:
-        return bind(p, _as_t(input_tensor), axis=_axis(axis), keepdims=bool(keepdims))
+    def body(input_tensor: Any, axis: Any, keepdims: Any) -> Tensor:
+        x = _as_t(input_tensor)
+        if _dt(x) not in dtypes:
+            check_dtype(opname, x, dtypes)
+        return bind(p, x, axis=norm_axis(axis, x._value.ndim, opname), keepdims=bool(keepdims))
 
-    op.__name__ = op.__qualname__ = name
+    op = define(name, ["input_tensor", ("axis", None), ("keepdims", False)], body,
+                _doc(f"``{names[0]}`` over ``axis`` (every axis when None), as in TF.",
+                     f"tf.{names[0]}(tf.ones((2, 3)), axis=1).shape\n    TensorShape([2])"))
     OPS[name] = op
-    op.__doc__ = f"``{name}`` over ``axis`` (all axes when None), as in TF.\n\nExample:\n    >>> import tapejax as tf\n    >>> float(tf.{names[0]}(tf.ones((2, 2))))  # doctest: +SKIP\n"
-    return _export(op, *names)
+    return _export(op, *names, jax_name=jax_name or _jax_name(impl))
+
+
+def _count(x: Any, axis: Any) -> int:
+    return int(np.prod([x.shape[a] for a in (range(x.ndim) if axis is None else axis)], dtype=np.int64))
 
 
 def _mean(x: Any, axis: Any, keepdims: bool) -> Any:
     if jnp.issubdtype(x.dtype, jnp.integer):
         # TF's integer mean truncates toward zero and keeps the dtype.
-        n = np.prod([x.shape[a] for a in (range(x.ndim) if axis is None else np.atleast_1d(axis))], dtype=np.int64)
-        s = jnp.sum(x, axis=axis, keepdims=keepdims)
-        return (jnp.sign(s) * (jnp.abs(s) // max(int(n), 1))).astype(x.dtype)
+        n = _count(x, axis)
+        s = jnp.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+        return (jnp.sign(s) * (jnp.abs(s) // max(n, 1))).astype(x.dtype)
     return jnp.mean(x, axis=axis, keepdims=keepdims)
 
 
@@ -292,61 +701,99 @@ def _sum(x: Any, axis: Any, keepdims: bool) -> Any:
     return jnp.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
 
 
-for _name, _impl, *_names in [
-    ("reduce_sum", _sum, "reduce_sum", "math.reduce_sum"),
-    ("reduce_mean", _mean, "reduce_mean", "math.reduce_mean"),
-    ("reduce_max", jnp.max, "reduce_max", "math.reduce_max"),
-    ("reduce_min", jnp.min, "reduce_min", "math.reduce_min"),
-    ("reduce_prod", jnp.prod, "reduce_prod", "math.reduce_prod"),
-    ("reduce_logsumexp", jax.scipy.special.logsumexp, "reduce_logsumexp", "math.reduce_logsumexp"),
-    ("reduce_variance", jnp.var, "math.reduce_variance"),
-    ("reduce_std", jnp.std, "math.reduce_std"),
+def _prod(x: Any, axis: Any, keepdims: bool) -> Any:
+    return jnp.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+
+def _lowest(dt: np.dtype) -> Any:
+    return -np.inf if jnp.issubdtype(dt, jnp.inexact) else np.iinfo(dt).min
+
+
+def _highest(dt: np.dtype) -> Any:
+    return np.inf if jnp.issubdtype(dt, jnp.inexact) else np.iinfo(dt).max
+
+
+def _max(x: Any, axis: Any, keepdims: bool) -> Any:
+    # An empty reduction gives the identity (-inf), as in TF; JAX would raise.
+    # Ties share the gradient equally, in TF and JAX alike.
+    if x.size == 0:
+        return jnp.max(x, axis=axis, keepdims=keepdims, initial=_lowest(x.dtype))
+    return jnp.max(x, axis=axis, keepdims=keepdims)
+
+
+def _min(x: Any, axis: Any, keepdims: bool) -> Any:
+    if x.size == 0:
+        return jnp.min(x, axis=axis, keepdims=keepdims, initial=_highest(x.dtype))
+    return jnp.min(x, axis=axis, keepdims=keepdims)
+
+
+def _variance(x: Any, axis: Any, keepdims: bool) -> Any:
+    # TF: mean(|x - mean(x)|^2); real for complex input.
+    m = jnp.mean(x, axis=axis, keepdims=True)
+    d = x - m
+    sq = jnp.real(d * jnp.conj(d)) if jnp.iscomplexobj(x) else d * d
+    return jnp.mean(sq, axis=axis, keepdims=keepdims)
+
+
+def _std(x: Any, axis: Any, keepdims: bool) -> Any:
+    return _tfgrad.sqrt(_variance(x, axis, keepdims))
+
+
+def _euclidean_norm(x: Any, axis: Any, keepdims: bool) -> Any:
+    sq = jnp.real(x * jnp.conj(x)) if jnp.iscomplexobj(x) else x * x
+    out = _tfgrad.sqrt(jnp.sum(sq, axis=axis, keepdims=keepdims))
+    if jnp.issubdtype(x.dtype, jnp.integer):
+        return out
+    return out.astype(x.dtype)
+
+
+def _logsumexp(x: Any, axis: Any, keepdims: bool) -> Any:
+    return _tfgrad.logsumexp(x, axis, keepdims)
+
+
+for _name, _impl, _dts, _tfn, *_names in [
+    ("reduce_sum", _sum, NUMERIC, "Sum", "reduce_sum", "math.reduce_sum"),
+    ("reduce_mean", _mean, NUMERIC, "Mean", "reduce_mean", "math.reduce_mean"),
+    ("reduce_max", _max, REAL, "Max", "reduce_max", "math.reduce_max"),
+    ("reduce_min", _min, REAL, "Min", "reduce_min", "math.reduce_min"),
+    ("reduce_prod", _prod, NUMERIC, "Prod", "reduce_prod", "math.reduce_prod"),
+    ("reduce_logsumexp", _logsumexp, FLOAT, "ReduceLogSumExp", "reduce_logsumexp", "math.reduce_logsumexp"),
+    ("reduce_variance", _variance, INEXACT, "ReduceVariance", "math.reduce_variance"),
+    ("reduce_std", _std, INEXACT, "ReduceStd", "math.reduce_std"),
+    ("reduce_euclidean_norm", _euclidean_norm, NUMERIC, "EuclideanNorm", "math.reduce_euclidean_norm"),
 ]:
-    reduction(_name, _impl, *_names)
-for _name, _impl, *_names in [
-    ("reduce_any", jnp.any, "reduce_any", "math.reduce_any"),
-    ("reduce_all", jnp.all, "reduce_all", "math.reduce_all"),
+    reduction(_name, _impl, *_names, dtypes=_dts, tf_name=_tfn,
+              jax_name={"_sum": "jax.numpy.sum", "_mean": "jax.numpy.mean", "_max": "jax.numpy.max", "_min": "jax.numpy.min",
+                        "_prod": "jax.numpy.prod", "_logsumexp": "jax.numpy.log(sum(exp)) (TF's max shift)",
+                        "_variance": "jax.numpy.var", "_std": "jax.numpy.std", "_euclidean_norm": "jax.numpy.linalg.norm"}[_impl.__name__])
+for _name, _impl, _tfn, *_names in [
+    ("reduce_any", jnp.any, "Any", "reduce_any", "math.reduce_any"),
+    ("reduce_all", jnp.all, "All", "reduce_all", "math.reduce_all"),
 ]:
-    reduction(_name, _impl, *_names, differentiable=False)
+    reduction(_name, _impl, *_names, differentiable=False, dtypes=BOOL, tf_name=_tfn)
 
 reduce_sum = OPS["reduce_sum"]
+reduce_mean = OPS["reduce_mean"]
 
 
-# ---- shape and structure -------------------------------------------------------
-
-_matmul_p = prim("matmul", lambda a, b, ta, tb, aa, ab: jnp.matmul(
-    (jnp.conj(jnp.swapaxes(a, -1, -2)) if aa else jnp.swapaxes(a, -1, -2)) if (ta or aa) else a,
-    (jnp.conj(jnp.swapaxes(b, -1, -2)) if ab else jnp.swapaxes(b, -1, -2)) if (tb or ab) else b,
-))
+# ---- cast --------------------------------------------------------------------------
 
 
-def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, adjoint_a: bool = False,
-           adjoint_b: bool = False, a_is_sparse: bool = False, b_is_sparse: bool = False,
-           output_type: Any = None, name: str | None = None) -> Tensor:
-    """Matrix product of the last two axes (batched over the rest), as ``tf.linalg.matmul``.
-
-    Example:
-        >>> import tapejax as tf
-        >>> tf.matmul(tf.ones((2, 3)), tf.ones((3, 4))).shape
-        TensorShape([2, 4])
-    """
-    a, b = _binary_operands("MatMul", a, b)
-    a, b = _as_t(a), _as_t(b)
-    if a._value.ndim < 2 or b._value.ndim < 2:
-        raise errors.InvalidArgumentError(
-            f"In[0] and In[1] must be at least rank 2 for MatMul, got shapes {list(a.shape)} and {list(b.shape)}. "
-            "Use tf.linalg.matvec or tf.tensordot for vectors."
-        )
-    return bind(_matmul_p, a, b, ta=bool(transpose_a), tb=bool(transpose_b), aa=bool(adjoint_a), ab=bool(adjoint_b))
+def _cast_impl(x: Any, dtype: Any) -> Any:
+    if jnp.iscomplexobj(x) and not jnp.issubdtype(dtype, jnp.complexfloating):
+        x = jnp.real(x)
+    if jnp.issubdtype(dtype, jnp.bool_):
+        return x != 0
+    return x.astype(dtype)
 
 
-_export(matmul, "matmul", "linalg.matmul")
-
-_cast_p = prim("cast", lambda x, dtype: x.astype(dtype) if not (jnp.iscomplexobj(x) and not jnp.issubdtype(dtype, jnp.complexfloating)) else jnp.real(x).astype(dtype))
+_cast_p = prim("cast", _cast_impl)
 
 
 def cast(x: Any, dtype: Any, name: str | None = None) -> Tensor:
-    """Cast to ``dtype`` (complex to real keeps the real part, as in TF).
+    """Cast to ``dtype`` (complex to real keeps the real part, float to int truncates), as ``tf.cast``.
+
+    A cast to or from an integer type is not differentiable (the gradient is None), as in TF.
 
     Example:
         >>> import tapejax as tf
@@ -361,213 +808,70 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Tensor:
     return bind(_cast_p, x, dtype=d._np)
 
 
-_export(cast, "cast", "dtypes.cast")
-
-_reshape_p = prim("reshape", lambda x, shape: jnp.reshape(x, shape))
-
-
-def reshape(tensor: Any, shape: Any, name: str | None = None) -> Tensor:
-    """Reshape (one dimension may be -1), as ``tf.reshape``.
+def saturate_cast(value: Any, dtype: Any, name: str | None = None) -> Tensor:
+    """Cast, clamping to the target type's range first (``tf.dtypes.saturate_cast``).
 
     Example:
         >>> import tapejax as tf
-        >>> tf.reshape(tf.ones((2, 3)), [3, -1]).shape
-        TensorShape([3, 2])
+        >>> tf.dtypes.saturate_cast(tf.constant([300.0, -5.0]), tf.uint8).numpy().tolist()
+        [255, 0]
     """
-    shape = tuple(int(s) for s in (np.asarray(shape._value).tolist() if _is_t(shape) else shape))
-    return bind(_reshape_p, _as_t(tensor), shape=shape)
+    d = as_dtype(dtype)
+    x = _as_t(value)
+    src = from_np(_dt(x))
+    if not d.is_complex and not d.is_bool and (d.is_integer or d.size < src.size):
+        lo, hi = d.min, d.max
+        if src.is_integer:
+            info = np.iinfo(_dt(x))
+            lo, hi = max(lo, info.min), min(hi, info.max)
+        elif src.is_floating:
+            finfo = np.finfo(_dt(x)) if _dt(x) != _BF16 else None
+            if finfo is not None:
+                lo, hi = max(float(lo), float(finfo.min)), min(float(hi), float(finfo.max))
+        x = OPS["clip_by_value"](x, np.asarray(lo).astype(_dt(x)).item(), np.asarray(hi).astype(_dt(x)).item())
+    return cast(x, d)
 
 
-_export(reshape, "reshape")
-
-_transpose_p = prim("transpose", lambda x, perm, conj: jnp.conj(jnp.transpose(x, perm)) if conj else jnp.transpose(x, perm))
+_complex_p = prim("complex", lambda re, im: lax.complex(re, im))
 
 
-def transpose(a: Any, perm: Any = None, conjugate: bool = False, name: str | None = None) -> Tensor:
-    """Permute axes (reverse them when ``perm`` is None), as ``tf.transpose``."""
-    a = _as_t(a)
-    perm = tuple(range(a._value.ndim - 1, -1, -1)) if perm is None else tuple(int(p) for p in perm)
-    return bind(_transpose_p, a, perm=perm, conj=bool(conjugate))
-
-
-_export(transpose, "transpose")
-
-_stack_p = prim("stack", lambda *xs, axis: jnp.stack(xs, axis=axis))
-_concat_p = prim("concat", lambda *xs, axis: jnp.concatenate(xs, axis=axis))
-
-
-def _same_dtype(values: list, opname: str) -> list:
-    ts = [v for v in values if _is_t(v)]
-    like = _dt(ts[0]) if ts else None
-    out = []
-    for v in values:
-        if _is_t(v):
-            if _dt(v) != like:
-                raise errors.InvalidArgumentError(f"{opname}: all inputs must have the same dtype, got {from_np(like).name} and {from_np(_dt(v)).name}.")
-            out.append(v)
-        else:
-            out.append(convert_to_tensor(v, dtype=from_np(like) if like is not None else None))
-    return out
-
-
-def stack(values: Any, axis: int = 0, name: str | None = None) -> Tensor:
-    """Stack tensors along a new axis, as ``tf.stack``.
+def complex_(real: Any, imag: Any, name: str | None = None) -> Tensor:
+    """``real + 1j * imag`` (float32 parts give complex64), as ``tf.complex``.
 
     Example:
         >>> import tapejax as tf
-        >>> tf.stack([tf.constant(1.0), tf.constant(2.0)]).shape
-        TensorShape([2])
+        >>> tf.complex(1.0, 2.0).numpy()
+        np.complex64(1+2j)
     """
-    return bind(_stack_p, *_same_dtype(list(values), "Pack"), axis=int(axis))
+    re, im = same_dtype("Complex", real, imag)
+    check_dtype("Complex", re, FLOAT)
+    return bind(_complex_p, re, im)
 
 
-def concat(values: Any, axis: int, name: str | None = None) -> Tensor:
-    """Join tensors along an existing axis, as ``tf.concat``."""
-    return bind(_concat_p, *_same_dtype(list(values), "ConcatV2"), axis=int(axis))
+_export(cast, "cast", "dtypes.cast", jax_name="jax.Array.astype")
+_export(saturate_cast, "saturate_cast", "dtypes.saturate_cast", jax_name="jax.numpy.clip + astype")
+_export(complex_, "complex", "dtypes.complex", jax_name="jax.lax.complex")
 
 
-_export(stack, "stack")
-_export(concat, "concat")
+# ---- the other op families ---------------------------------------------------------
 
+from . import _ops_math  # noqa: E402,F401  (registers into the tables above)
+from . import _ops_array  # noqa: E402  (registers into the tables above)
+from . import _ops_linalg  # noqa: E402  (registers into the tables above)
+from . import _ops_nn  # noqa: E402,F401  (registers into the tables above)
+from . import _debugging  # noqa: E402,F401  (registers into the tables above)
 
-# ---- indexing --------------------------------------------------------------------
-
-
-def _getitem_impl(x: Any, *dyn: Any, spec: tuple) -> Any:
-    it = iter(dyn)
-    idx = tuple(next(it) if s == "T" else (slice(*s[1]) if isinstance(s, tuple) and s and s[0] == "S" else s) for s in spec)
-    return x[idx]
-
-
-_getitem_p = prim("getitem", _getitem_impl)
-
-
-def _static_int(v: Any) -> Any:
-    return None if v is None else int(v)
-
-
-def getitem(x: Any, key: Any) -> Tensor:
-    """TF's ``__getitem__``: ints, slices (with strides), ``...``, ``tf.newaxis`` and scalar int tensors."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    spec = []
-    dyn = []
-    for k in key:
-        if isinstance(k, slice):
-            spec.append(("S", (_static_int(k.start), _static_int(k.stop), _static_int(k.step))))
-        elif k is None or k is Ellipsis:
-            spec.append(k)
-        elif isinstance(k, bool):
-            raise TypeError("Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`) and scalar tf.int32/tf.int64 tensors are valid indices, got True/False.")
-        elif isinstance(k, int | np.integer):
-            spec.append(int(k))
-        elif _is_t(k) and from_np(_dt(k)).is_integer:
-            if k._value.ndim == 0:
-                spec.append("T")
-                dyn.append(k)
-            else:
-                raise TypeError("Only scalar integer tensors are valid indices; use tf.gather for a tensor of indices.")
-        else:
-            raise TypeError(
-                f"Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`) and scalar tf.int32/tf.int64 "
-                f"tensors are valid indices, got {k!r}"
-            )
-    return bind(_getitem_p, _as_t(x), *dyn, spec=tuple(spec))
-
-
-# ---- creation ----------------------------------------------------------------------
-
-
-def _shape_tuple(shape: Any) -> tuple:
-    if _is_t(shape):
-        shape = np.asarray(shape._value).tolist()
-    if isinstance(shape, int | np.integer):
-        return (int(shape),)
-    return tuple(int(s) for s in shape)
-
-
-def _float_dtype(dtype: Any) -> np.dtype:
-    d = as_dtype(dtype if dtype is not None else "float32")
-    check_width(d._np, "Requested dtype")
-    return d._np
-
-
-def zeros(shape: Any, dtype: Any = None, name: str | None = None) -> Tensor:
-    """A tensor of zeros (float32 by default), as ``tf.zeros``.
-
-    Example:
-        >>> import tapejax as tf
-        >>> tf.zeros((2,)).numpy().tolist()
-        [0.0, 0.0]
-    """
-    return Tensor(jnp.zeros(_shape_tuple(shape), _float_dtype(dtype)))
-
-
-def ones(shape: Any, dtype: Any = None, name: str | None = None) -> Tensor:
-    """A tensor of ones (float32 by default), as ``tf.ones``.
-
-    Example:
-        >>> import tapejax as tf
-        >>> tf.ones((2, 2)).shape
-        TensorShape([2, 2])
-    """
-    return Tensor(jnp.ones(_shape_tuple(shape), _float_dtype(dtype)))
-
-
-def zeros_like(input: Any, dtype: Any = None, name: str | None = None) -> Tensor:
-    """Zeros with the shape (and dtype, unless given) of ``input``."""
-    v = _as_t(input)._value
-    return Tensor(jnp.zeros(v.shape, _float_dtype(dtype) if dtype is not None else v.dtype))
-
-
-def ones_like(input: Any, dtype: Any = None, name: str | None = None) -> Tensor:
-    """Ones with the shape (and dtype, unless given) of ``input``."""
-    v = _as_t(input)._value
-    return Tensor(jnp.ones(v.shape, _float_dtype(dtype) if dtype is not None else v.dtype))
-
-
-def linspace(start: Any, stop: Any, num: Any, name: str | None = None, axis: int = 0) -> Tensor:
-    """``num`` evenly spaced values from ``start`` to ``stop``, as ``tf.linspace``.
-
-    TF returns float64 for integer endpoints. tapejax does that in x64 mode and
-    returns float32 otherwise (a documented difference: the endpoints are exact
-    in float32, so nothing the user supplied is truncated).
-
-    Example:
-        >>> import tapejax as tf
-        >>> tf.linspace(0.0, 1.0, 3).numpy().tolist()
-        [0.0, 0.5, 1.0]
-    """
-    s = start._value if _is_t(start) else start
-    e = stop._value if _is_t(stop) else stop
-    if _is_t(start):
-        dt = _dt(start)
-    elif isinstance(start, float) or isinstance(stop, float):
-        dt = np.dtype(np.float32)
-    else:
-        dt = np.dtype(np.float64) if jax.config.jax_enable_x64 else np.dtype(np.float32)
-    return Tensor(jnp.linspace(jnp.asarray(s, dt), jnp.asarray(e, dt), int(num), axis=axis).astype(dt))
-
-
-def range_(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, name: str = "range") -> Tensor:
-    """``tf.range``: int32 for int arguments, float32 if any is a float."""
-    if limit is None:
-        start, limit = 0, start
-    vals = [v._value if _is_t(v) else v for v in (start, limit, delta)]
-    if dtype is None:
-        dt = np.dtype(np.float32) if any(np.asarray(v).dtype.kind == "f" for v in vals) else np.dtype(np.int32)
-    else:
-        dt = as_dtype(dtype)._np
-        check_width(dt, "Requested dtype")
-    return Tensor(jnp.arange(*[np.asarray(v).item() for v in vals], dtype=dt))
-
-
-_export(zeros, "zeros")
-_export(ones, "ones")
-_export(zeros_like, "zeros_like")
-_export(ones_like, "ones_like")
-_export(linspace, "linspace", "lin_space")
-_export(range_, "range")
+# Names other modules import from here.
+getitem = _ops_array.getitem
+stack = _ops_array.stack
+concat = _ops_array.concat
+reshape = _ops_array.reshape
+transpose = _ops_array.transpose
+zeros = _ops_array.zeros
+ones = _ops_array.ones
+zeros_like = _ops_array.zeros_like
+ones_like = _ops_array.ones_like
+matmul = _ops_linalg.matmul
 
 
 # ---- Tensor and Variable operators -------------------------------------------------
@@ -581,6 +885,24 @@ def _r(fn: Callable) -> Callable:
 
 def _pow_method(self: Any, other: Any) -> Tensor:
     return _E["pow"](self, other)
+
+
+def _bool_or_int(bool_op: str, int_op: str) -> Callable:
+    # Python's & | ^ on tensors: logical for bool, bitwise for ints (as in TF).
+    def op(x: Any, y: Any) -> Tensor:
+        t = x if _is_t(x) else y
+        return _E[bool_op if _dt(t) == np.bool_ else int_op](x, y)
+
+    return op
+
+
+_and = _bool_or_int("logical_and", "bitwise_and")
+_or = _bool_or_int("logical_or", "bitwise_or")
+_xor = _bool_or_int("logical_xor", "bitwise_xor")
+
+
+def _invert(x: Any) -> Tensor:
+    return _E["logical_not"](x) if _dt(x) == np.bool_ else _E["invert"](x)
 
 
 _OPERATORS = {
@@ -607,13 +929,13 @@ _OPERATORS = {
     "__le__": _E["less_equal"],
     "__gt__": _E["greater"],
     "__ge__": _E["greater_equal"],
-    "__eq__": _E["equal"],
-    "__ne__": _E["not_equal"],
-    "__and__": _E["logical_and"],
-    "__rand__": _r(_E["logical_and"]),
-    "__or__": _E["logical_or"],
-    "__ror__": _r(_E["logical_or"]),
-    "__invert__": _E["logical_not"],
+    "__and__": _and,
+    "__rand__": _r(_and),
+    "__or__": _or,
+    "__ror__": _r(_or),
+    "__xor__": _xor,
+    "__rxor__": _r(_xor),
+    "__invert__": _invert,
     "__getitem__": getitem,
 }
 

@@ -1,0 +1,37 @@
+"""``tf.dtypes``: the dtype objects, ``DType``, ``as_dtype`` and the casts.
+
+Example:
+    >>> import tapejax as tf
+    >>> tf.dtypes.float32.is_floating, tf.dtypes.as_dtype("int32").as_numpy_dtype
+    (True, <class 'numpy.int32'>)
+"""
+
+from ._dtypes import (
+    DType,
+    as_dtype,
+    bfloat16,
+    bool_ as bool,  # noqa: A001  (TF's name)
+    complex64,
+    complex128,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+from ._namespace import populate as _populate
+
+half = float16
+double = float64
+float = float32  # noqa: A001  (TF's alias)
+
+__all__ = [
+    "DType", "as_dtype", "bfloat16", "bool", "complex64", "complex128", "double", "float", "float16", "float32",
+    "float64", "half", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+] + _populate(globals(), "dtypes")
