@@ -17,7 +17,9 @@ Example:
 from __future__ import annotations
 
 from . import _ops as _ops_module
-from . import bitwise, errors, linalg, math, nn, random
+from . import bitwise, debugging, dtypes, errors, linalg, math, nn, random
+from . import autodiff, config
+from ._autodiff import custom_gradient, recompute_grad, stop_gradient
 from ._core import Tensor
 from ._dtypes import (
     DType,
@@ -40,6 +42,7 @@ from ._dtypes import (
     uint64,
     x64_enabled,
 )
+from ._explain import Explanation, NoneGradientCause, NoneGradientWarning, explain
 from ._function import Function, TensorSpec, function
 from ._gradient_tape import GradientTape, UnconnectedGradients
 from ._namespace import populate as _populate
@@ -56,6 +59,8 @@ half = float16
 double = float64
 
 _populate(globals(), "")  # top-level ops from the table: tf.sin, tf.reduce_sum, ...
+
+from . import keras  # noqa: E402  (last: tf.keras is written with the public ops above)
 
 __version__ = "0.1.0"
 del _ops_module

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from typing import Any, Callable
 
 from ._dtypes import INEXACT
@@ -60,12 +61,22 @@ class VariableBase:
     def _value(self) -> Any:
         if state.tracing:
             state.tracing[-1].read(self)
+        # A trace on this thread (a tapejax.function step, a custom_gradient replay)
+        # binds variables to traced values in ``state.bound``, never in ``_v``:
+        # another thread reading the same variable meanwhile keeps its real value.
+        b = state.bound
+        if b is not None and self._uid in b:
+            return b[self._uid]
         return self._v
 
     @_value.setter
     def _value(self, value: Any) -> None:
         if state.tracing:
             state.tracing[-1].write(self)
+        b = state.bound
+        if b is not None and (state.tracing or self._uid in b):
+            b[self._uid] = value
+            return
         self._v = value
 
 
@@ -125,7 +136,7 @@ class Tape:
     gradient with respect to a variable sums over all of its reads.
     """
 
-    __slots__ = ("eqns", "watched", "variables", "var_reads", "watch_accessed_variables", "__weakref__")
+    __slots__ = ("eqns", "watched", "variables", "var_reads", "watch_accessed_variables", "first_id", "notes", "__weakref__")
 
     def __init__(self, watch_accessed_variables: bool = True):
         self.eqns: list[Eqn] = []
@@ -133,6 +144,12 @@ class Tape:
         self.variables: dict[int, VariableBase] = {}
         self.var_reads: dict[int, list[int]] = {}
         self.watch_accessed_variables = watch_accessed_variables
+        # Bookkeeping for tapejax.explain, off the hot path: ids below ``first_id``
+        # existed before this tape; ``notes`` gets ("stop_gradient", in_id, out_id)
+        # and ("stop_recording", start_id, end_id) windows, appended rarely.
+        self.first_id = _next_id()
+        self.notes: list[tuple] = []
+        live_tapes.add(self)
 
     def watch_tensor(self, t: Tensor) -> None:
         self.watched.add(t._id)
@@ -147,6 +164,11 @@ class Tape:
         return list(self.eqns)
 
 
+# Every core tape still alive (GradientTapes and ForwardAccumulators), so that
+# explain can say a value was "recorded on another tape".
+live_tapes: weakref.WeakSet = weakref.WeakSet()
+
+
 class _State(threading.local):
     # Tape stacks are per thread, as in TF: an op on another thread is not
     # recorded here. ``recording`` holds the tapes that currently record.
@@ -154,6 +176,8 @@ class _State(threading.local):
         self.recording: list[Tape] = []
         # Active variable-capturing traces (tapejax.function), innermost last.
         self.tracing: list[Any] = []
+        # While a trace runs: variable uid -> the traced value it stands for (per thread).
+        self.bound: dict[int, Any] | None = None
 
 
 state = _State()
@@ -220,7 +244,8 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
 
     Positional arguments are data; keyword arguments are static (hashable) parameters.
     """
-    if not state.recording:
+    rec = state.recording
+    if not rec:
         # The fast path: no tape anywhere on this thread, so only unwrap and run.
         out = prim.impl(*[a._value if isinstance(a, (Tensor, VariableBase)) else a for a in args], **params)
         if prim.multiple_results:
@@ -240,7 +265,29 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
             ids.append(None)
             vals.append(a)
     out = prim.impl(*vals, **params)
-    outs = [Tensor(o) for o in out] if prim.multiple_results else [Tensor(out)]
-    if prim.differentiable and state.recording:
-        record(prim, params, tuple(ids), tuple(vals), outs)
-    return tuple(outs) if prim.multiple_results else outs[0]
+    if not prim.differentiable:
+        return tuple(Tensor(o) for o in out) if prim.multiple_results else Tensor(out)
+    # ``record`` inlined, with the single-result case unrolled: this is the
+    # per-op cost of recording (benchmarks/run.py record_overhead).
+    in_ids = tuple(ids)
+    if prim.multiple_results:
+        outs = tuple(Tensor(o) for o in out)
+        out_ids = tuple(t._id for t in outs)
+        diff_out: Any = [t._id for t in outs if t._value.dtype in INEXACT]
+    else:
+        outs = Tensor(out)
+        out_ids = (outs._id,)
+        diff_out = out_ids if out.dtype in INEXACT else ()
+    eqn = None
+    for tape in rec:
+        w = tape.watched
+        for i in in_ids:
+            if i in w:
+                break
+        else:
+            continue
+        if eqn is None:
+            eqn = Eqn(prim, params, in_ids, tuple(vals), out_ids)
+        tape.eqns.append(eqn)
+        w.update(diff_out)
+    return outs

@@ -222,18 +222,18 @@ class Function:
 
         def pure(var_vals: list, arrays: list) -> tuple:
             cap = _Capture({v._uid for v in variables}, trace=True)
-            originals = [v._v for v in variables]
-            for v, val in zip(variables, var_vals):
-                v._v = val
+            # The traced values are bound on this thread only (``state.bound``), never
+            # stored in the variables: another thread using them meanwhile sees real values.
+            saved_bound = _core.state.bound
+            bound = _core.state.bound = {v._uid: val for v, val in zip(variables, var_vals)}
             _core.state.tracing.append(cap)
             try:
                 args, kwargs = self._rebuild(leaves, treedef, arrays)
                 out = self.python_function(*args, **kwargs)
-                new_vals = [v._v for v in variables]
+                new_vals = [bound[v._uid] for v in variables]
             finally:
                 _core.state.tracing.pop()
-                for v, o in zip(variables, originals):
-                    v._v = o
+                _core.state.bound = saved_bound
                 for v, o in cap.saved.values():
                     v._v = o
             if cap.touched:

@@ -10,7 +10,8 @@ from typing import Any, Iterator
 import jax
 import jax.numpy as jnp
 
-from . import _core, _replay, errors
+from . import _core, _jacobian, _replay, errors
+from . import config as _config
 from ._core import Tensor, VariableBase
 from ._dtypes import INEXACT, from_np
 from ._tensor import convert_to_tensor
@@ -30,10 +31,14 @@ def _log_first_n(msg: str, n: int, *args: Any) -> None:
 
 
 class UnconnectedGradients(enum.Enum):
-    """What ``gradient``/``jacobian`` return for a source the target does not depend on.
+    """What ``gradient``/``jacobian`` (and ``ForwardAccumulator.jvp``) return for a
+    source the target does not depend on.
 
     ``NONE`` (the default) returns None; ``ZERO`` returns zeros of the source's
-    shape and dtype. The strings ``'none'`` and ``'zero'`` are accepted too.
+    shape and dtype (for ``jvp``: of the target's). The strings ``'none'`` and
+    ``'zero'`` are accepted too, lowercase only, as in TF; anything else raises
+    ValueError. ``batch_jacobian`` gives zeros either way (TF's rule).
+    ``tapejax.explain`` says why a source is unconnected.
 
     Example:
         >>> import tapejax as tf
@@ -140,6 +145,14 @@ class GradientTape:
         ``stop_recording``), as in TF.
         """
         flat, _ = _flatten(tensor)
+        if self._tape is None:
+            # TF fails here with an AttributeError from its internals; say what to do instead.
+            raise RuntimeError(
+                "GradientTape.watch() was called on a tape that was never entered (or is spent). Call watch() "
+                "inside the tape's `with` block."
+            )
+        active = bool(_core.state.recording)
+        # One element at a time, as TF: the tensors before a bad element are watched.
         for t in flat:
             if not isinstance(t, Tensor | VariableBase):
                 raise ValueError(
@@ -148,9 +161,8 @@ class GradientTape:
                 )
             if t._value.dtype not in INEXACT:
                 _log_first_n("The dtype of the watched tensor must be floating (e.g. tf.float32), got %r", 5, from_np(t._value.dtype))
-        if self._tape is None or not _core.state.recording:
-            return
-        for t in flat:
+            if not active:
+                continue
             if isinstance(t, VariableBase):
                 self._tape.watch_variable(t)
             else:
@@ -174,9 +186,12 @@ class GradientTape:
                 "`with` block."
             )
         self._pop_tape()
+        paused, start = self._tape, _core._next_id()
         try:
             yield
         finally:
+            # For tapejax.explain: values with ids in [start, end) were made while paused.
+            paused.notes.append(("stop_recording", start, _core._next_id()))
             self._push_tape()
 
     def reset(self) -> None:
@@ -228,8 +243,26 @@ class GradientTape:
                 ids.append(group)
             else:
                 known[s._id] = s._value
-                ids.append((s._id,))
+                # TF: only a watched source (explicitly, or as the output of a recorded op)
+                # gets a gradient, even if an unwatched constant fed a recorded op; a source
+                # that is itself a target still gets ones.
+                ids.append((s._id,) if s._id in tape.watched or any(t is s for t in targets) else ())
         return ids
+
+    def _cut(self, tape: _core.Tape, targets: list, flat_sources: list) -> tuple:
+        """TF's dtype warnings, then the slice between ``targets`` and ``flat_sources`` (shared by
+        gradient and the jacobians). Returns the slice and, per source, whether it is differentiable."""
+        for t in targets:
+            if t._value.dtype not in INEXACT:
+                _log_first_n("The dtype of the target tensor must be floating (e.g. tf.float32) when calling GradientTape.gradient, got %r", 5, from_np(t._value.dtype))
+        for s in flat_sources:
+            if s._value.dtype not in INEXACT:
+                _log_first_n("The dtype of the source tensor must be floating (e.g. tf.float32) when calling GradientTape.gradient, got %r", 5, from_np(s._value.dtype))
+        known: dict = {t._id: t._value for t in targets}
+        source_ids = self._source_ids(tape, flat_sources, targets, known)
+        diff_sources = [s._value.dtype in INEXACT for s in flat_sources]
+        source_ids = [ids if d else () for ids, d in zip(source_ids, diff_sources)]
+        return _replay.build_slice(tape.eqns, targets, source_ids, known), diff_sources
 
     def gradient(
         self,
@@ -258,19 +291,8 @@ class GradientTape:
         flat_sources, sources_def = _flatten(sources)
         _check_tensors(flat_sources, "sources")
         targets = [_as_target(t) for t in flat_targets]
-        for t in targets:
-            if t._value.dtype not in INEXACT:
-                _log_first_n("The dtype of the target tensor must be floating (e.g. tf.float32) when calling GradientTape.gradient, got %r", 5, from_np(t._value.dtype))
-        for s in flat_sources:
-            if s._value.dtype not in INEXACT:
-                _log_first_n("The dtype of the source tensor must be floating (e.g. tf.float32) when calling GradientTape.gradient, got %r", 5, from_np(s._value.dtype))
+        sl, diff_sources = self._cut(tape, targets, flat_sources)
         cots, cot_ids, cot_given = _output_gradients(output_gradients, targets)
-
-        known: dict = {t._id: t._value for t in targets}
-        source_ids = self._source_ids(tape, flat_sources, targets, known)
-        diff_sources = [s._value.dtype in INEXACT for s in flat_sources]
-        source_ids = [ids if d else () for ids, d in zip(source_ids, diff_sources)]
-        sl = _replay.build_slice(tape.eqns, targets, source_ids, known)
         used = sl.targets_used
         given = tuple(g for g, u in zip(cot_given, used) if u)
         extra = [c for c, g, u in zip(cots, cot_given, used) if g and u]
@@ -290,7 +312,75 @@ class GradientTape:
                 out.append(Tensor(jnp.zeros(s._value.shape, s._value.dtype)))
             else:
                 out.append(None)
-        return jax.tree_util.tree_unflatten(sources_def, out)
+        if _config.explain_none_gradients and any(g is None for g in out):
+            from ._explain import warn_none_gradients
+
+            warn_none_gradients(tape, targets, flat_sources, out)
+        return _jacobian._like(sources, jax.tree_util.tree_unflatten(sources_def, out))
+
+    def jacobian(
+        self,
+        target: Any,
+        sources: Any,
+        unconnected_gradients: Any = UnconnectedGradients.NONE,
+        parallel_iterations: Any = None,
+        experimental_use_pfor: bool = True,
+    ) -> Any:
+        """The Jacobian of ``target`` with respect to each of ``sources``: shape ``target.shape + source.shape``.
+
+        ``experimental_use_pfor=True`` (default) computes it as one compiled,
+        vectorized program (reverse mode; forward mode when the sources are much
+        smaller than the target); ``parallel_iterations=k`` then runs ``k`` rows at
+        a time. ``experimental_use_pfor=False`` loops over output rows in chunks
+        of ``parallel_iterations`` (bounded memory) and needs a persistent tape.
+        Unconnected sources give None (zeros with ``unconnected_gradients='zero'``).
+        Recorded on outer tapes: ``outer.jacobian(inner.gradient(y, x), x)`` is a Hessian.
+
+        Example:
+            >>> import tapejax as tf
+            >>> x = tf.constant([1.0, 2.0])
+            >>> with tf.GradientTape() as g:
+            ...     g.watch(x)
+            ...     y = x * x
+            >>> g.jacobian(y, x).numpy().tolist()
+            [[2.0, 0.0], [0.0, 4.0]]
+        """
+        from . import _jacobian
+
+        return _jacobian.jacobian(
+            self, target, sources, unconnected_gradients, parallel_iterations, experimental_use_pfor
+        )
+
+    def batch_jacobian(
+        self,
+        target: Any,
+        source: Any,
+        unconnected_gradients: Any = UnconnectedGradients.NONE,
+        parallel_iterations: Any = None,
+        experimental_use_pfor: bool = True,
+    ) -> Any:
+        """Per-example Jacobians, shape ``[b, y1, ..., x1, ...]``, for ``target[b]`` depending only on ``source[b]``.
+
+        As in TF, row ``j`` of example ``b`` is d(sum over the batch of
+        ``target[:, j]``)/d``source[b]``: a dependence across examples is not
+        detected, it leaks into the result. Costs one per-example Jacobian times
+        ``b``. Never None: unconnected gives zeros. ``experimental_use_pfor=False``
+        needs a persistent tape.
+
+        Example:
+            >>> import tapejax as tf
+            >>> x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+            >>> with tf.GradientTape() as g:
+            ...     g.watch(x)
+            ...     y = x * x
+            >>> g.batch_jacobian(y, x).numpy().tolist()
+            [[[2.0, 0.0], [0.0, 4.0]], [[6.0, 0.0], [0.0, 8.0]]]
+        """
+        from . import _jacobian
+
+        return _jacobian.batch_jacobian(
+            self, target, source, unconnected_gradients, parallel_iterations, experimental_use_pfor
+        )
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import jax
@@ -69,7 +69,23 @@ class _Cache:
         return fn
 
 
-_cache = _Cache(int(os.environ.get("TAPEJAX_REPLAY_CACHE_SIZE", "512")))
+def _env_cache_size() -> int:
+    # Checked at import: a size < 1 would make every lookup evict from an empty
+    # cache (a KeyError on each gradient), far from the setting that caused it.
+    raw = os.environ.get("TAPEJAX_REPLAY_CACHE_SIZE", "512")
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(
+            f"TAPEJAX_REPLAY_CACHE_SIZE must be a positive integer (how many compiled replays to keep), "
+            f"got {raw!r}. Unset it for the default (512)."
+        )
+    return n
+
+
+_cache = _Cache(_env_cache_size())
 _compile = os.environ.get("TAPEJAX_DISABLE_JIT", "") in ("", "0")
 
 
@@ -134,6 +150,9 @@ def _freeze(params: dict) -> tuple:
     return tuple(sorted(params.items())) if params else ()
 
 
+_PY_SCALARS = frozenset({float, int, complex, bool})
+
+
 @dataclass
 class Slice:
     """The replayable part of a record, between some sources and some targets.
@@ -150,6 +169,9 @@ class Slice:
     target_slots: tuple  # per connected target
     connected: list  # per source: bool
     targets_used: list  # per target: bool (connected and inexact)
+    # The recorded equations behind ``code``, in order: their input values are the
+    # forward residuals a gradient can reuse instead of recomputing (``vjp_res``).
+    eqns: list = field(default_factory=list)
 
 
 def build_slice(
@@ -192,6 +214,7 @@ def build_slice(
 
     lslot: dict[int, int] = {}
     pslot: dict[int, int] = {}
+    cslot: dict[tuple, int] = {}
     leaf_ids: list = []
     leaf_vals: list = []
 
@@ -201,6 +224,15 @@ def build_slice(
             if k is not None:
                 return k
             lslot[i] = len(leaf_vals)
+        elif type(v) in _PY_SCALARS:
+            # Equal Python constants (``y * 1.5`` in a loop) share one leaf: each leaf is
+            # a jit argument, and a Python scalar argument costs a conversion per call.
+            # repr keeps -0.0 apart from 0.0 and 1 apart from 1.0 and True.
+            ck = (type(v), repr(v))
+            k = cslot.get(ck)
+            if k is not None:
+                return k
+            cslot[ck] = len(leaf_vals)
         leaf_ids.append(i)
         leaf_vals.append(v)
         return len(leaf_vals) - 1
@@ -250,7 +282,7 @@ def build_slice(
             used.append(True)
         else:
             used.append(False)  # a constant with respect to every source
-    return Slice(tuple(code), leaf_ids, leaf_vals, tuple(diff), tuple(groups), tuple(target_slots), connected, used)
+    return Slice(tuple(code), leaf_ids, leaf_vals, tuple(diff), tuple(groups), tuple(target_slots), connected, used, sl)
 
 
 # --------------------------------------------------------------------------
@@ -317,7 +349,127 @@ def _make_vjp(key: tuple) -> Callable:
     return grads
 
 
-_TRANSFORMS: dict[str, Callable[[tuple], Callable]] = {"vjp": _make_vjp}
+# Ops whose forward is costly enough that a gradient should not recompute it: for
+# a slice that has one, ``gradient`` runs ``vjp_res`` (below). Elementwise ops
+# are cheap to recompute and their inputs would cost a jit argument each.
+RESIDUAL_PRIMS = frozenset({"matmul", "conv", "conv_transpose", "einsum", "tensordot", "batch_matmul"})
+
+
+# TAPEJAX_REUSE_RESIDUALS=0 (or ``_replay.reuse_residuals = False``) always recomputes the forward.
+reuse_residuals = os.environ.get("TAPEJAX_REUSE_RESIDUALS", "") not in ("0", "false", "False")
+
+
+def _wants_residuals(code: tuple) -> bool:
+    if not reuse_residuals:
+        return False
+    for prim, _, _, _ in code:
+        if prim.name in RESIDUAL_PRIMS:
+            return True
+    return False
+
+
+def _residuals(sl: Slice) -> tuple[tuple, list, list]:
+    """The produced values the slice's equations consume: (slots, tensor ids, recorded values)."""
+    slots: list = []
+    ids: list = []
+    vals: list = []
+    seen: set = set()
+    for (_, _, ins, _), e in zip(sl.code, sl.eqns):
+        for s, i, v in zip(ins, e.in_ids, e.in_vals):
+            if s < 0 and s not in seen:
+                seen.add(s)
+                slots.append(s)
+                ids.append(i)
+                vals.append(v)
+    return tuple(slots), ids, vals
+
+
+def _make_vjp_res(key: tuple) -> Callable:
+    """``vjp`` that reuses the recorded forward values instead of recomputing the forward.
+
+    The eager run already computed every intermediate value; they are passed in
+    (after the leaves) and each equation's pullback is taken at its recorded
+    inputs, in reverse order. Inside one ``jax.jit`` XLA then drops the forward
+    outputs no pullback needs (a matmul's product), so an eager step costs one
+    forward (eager) plus one backward, as a compiled step does, instead of two
+    forwards plus a backward. Same function of its inputs as ``vjp``: an outer
+    tape differentiates it through the leaves and the intermediates alike.
+    """
+    code, diff, groups, target_slots, cot_given, inter_slots, n_leaves = key[1:8]
+    pos = {s: n_leaves + k for k, s in enumerate(inter_slots)}
+    active_leaf = {d[1] for d in diff if d[0] == "leaf"}
+    out_slots = []
+    n = 0
+    for _, _, _, nout in code:
+        out_slots.append(tuple(-1 - (n + k) for k in range(nout)))
+        n += nout
+    seeds_at: dict = {}
+    for k, s in enumerate(target_slots):
+        seeds_at.setdefault(s, []).append(k)
+
+    def grads(vals: Sequence[Any], cts: Sequence[Any]) -> tuple:
+        it = iter(cts)
+        given = [next(it) if g else None for g in cot_given]
+
+        def seed(k: int, o: Any) -> Any:
+            c = jnp.ones_like(o) if given[k] is None else jnp.broadcast_to(given[k], o.shape)
+            # TF's convention for complex values is the conjugate of JAX's.
+            return jnp.conj(c).astype(o.dtype) if _is_complex(o) else jnp.asarray(c, o.dtype)
+
+        ct: dict = {}
+        for (prim, params, ins, _), outs_s in zip(reversed(code), reversed(out_slots)):
+            if not any(s in ct or s in seeds_at for s in outs_s):
+                continue
+            args = [vals[s] if s >= 0 else vals[pos[s]] for s in ins]
+            act = [j for j, s in enumerate(ins)
+                   if (s < 0 or s in active_leaf) and jnp.issubdtype(jnp.result_type(args[j]), jnp.inexact)]
+            pd = dict(params)
+
+            def f(*d: Any, args: list = args, act: list = act, prim: Primitive = prim, pd: dict = pd) -> tuple:
+                a = list(args)
+                for j, v in zip(act, d):
+                    a[j] = v
+                out = prim.impl(*a, **pd)
+                return tuple(out) if prim.multiple_results else (out,)
+
+            outs, pullback = jax.vjp(f, *[args[j] for j in act])
+            out_ct = []
+            for s, o in zip(outs_s, outs):
+                c = ct.get(s)
+                for k in seeds_at.get(s, ()):
+                    c = seed(k, o) if c is None else c + seed(k, o)
+                if c is not None:
+                    ct[s] = c  # an intermediate source's gradient is the cotangent arriving here
+                elif jnp.issubdtype(o.dtype, jnp.inexact):
+                    c = jnp.zeros_like(o)
+                else:
+                    c = np.zeros(o.shape, jax.dtypes.float0)
+                out_ct.append(c)
+            for j, c in zip(act, pullback(tuple(out_ct))):
+                s = ins[j]
+                ct[s] = c if s not in ct else ct[s] + c
+        for s, ks in seeds_at.items():
+            if s >= 0:  # a source that is itself a target
+                for k in ks:
+                    ct[s] = seed(k, vals[s]) if s not in ct else ct[s] + seed(k, vals[s])
+        g = []
+        for d in diff:
+            c = ct.get(d[1])
+            if c is None:
+                c = jnp.zeros_like(vals[d[1]]) if d[0] == "leaf" else jnp.zeros(d[2], d[3])
+            g.append(c)
+        res = []
+        for grp in groups:
+            acc = g[grp[0]]
+            for k in grp[1:]:
+                acc = acc + g[k]
+            res.append(jnp.conj(acc) if _is_complex(acc) else acc)
+        return tuple(res)
+
+    return grads
+
+
+_TRANSFORMS: dict[str, Callable[[tuple], Callable]] = {"vjp": _make_vjp, "vjp_res": _make_vjp_res}
 
 
 def register_transform(name: str, make: Callable[[tuple], Callable]) -> None:
@@ -325,9 +477,20 @@ def register_transform(name: str, make: Callable[[tuple], Callable]) -> None:
     _TRANSFORMS[name] = make
 
 
+# Hooks ``(key, fn) -> compiled callable, or None``: a slice that needs special
+# compilation provides it (recompute_grad on XLA:CPU); the first answer wins.
+jit_hooks: list[Callable[[tuple, Callable], Callable | None]] = []
+
+
 def _make(key: tuple) -> Callable:
     fn = _TRANSFORMS[key[0]](key)
-    return jax.jit(fn) if _compile else fn
+    if not _compile:
+        return fn
+    for hook in jit_hooks:
+        compiled = hook(key, fn)
+        if compiled is not None:
+            return compiled
+    return jax.jit(fn)
 
 
 def _compiled(key: tuple, avals: tuple) -> Callable:
@@ -357,12 +520,74 @@ def run_transform(
     ``extra`` are further data arguments (cotangents) with their tensor ids
     (None for constants), so that they too can be differentiated by an outer tape.
     """
+    leaf_vals, leaf_ids = sl.leaf_vals, sl.leaf_ids
+    if transform == "vjp" and _compile and sl.eqns and _wants_residuals(sl.code):
+        # Reuse the recorded forward values (see _make_vjp_res): they become leaves too.
+        slots, inter_ids, inter_vals = _residuals(sl)
+        key_extra = tuple(key_extra) + (slots, len(leaf_vals))
+        transform = "vjp_res"
+        leaf_vals, leaf_ids = list(leaf_vals) + inter_vals, list(leaf_ids) + inter_ids
     key = (transform, sl.code, sl.diff, sl.groups, sl.target_slots) + tuple(key_extra)
-    vals = list(sl.leaf_vals) + list(extra)
-    ids = tuple(sl.leaf_ids) + tuple(extra_ids)
-    params = {"key": key, "n_leaves": len(sl.leaf_vals)}
+    vals = list(leaf_vals) + list(extra)
+    ids = tuple(leaf_ids) + tuple(extra_ids)
+    params = {"key": key, "n_leaves": len(leaf_vals)}
     outs_vals = _replay_impl(*vals, **params)
     outs = [Tensor(o) for o in outs_vals]
     if state.recording:
-        record(REPLAY, params, ids, tuple(vals), outs)
+        # Reverse-mode results only: TF keeps a forward accumulator's jvp connected to
+        # its primals through its own (double-vjp) graph even when the value is constant.
+        live = _live_inputs(key, vals, params["n_leaves"]) if transform != "jvp" else [True] * len(vals)
+        record(REPLAY, params, tuple(i if keep else None for i, keep in zip(ids, live)), tuple(vals), outs)
     return tuple(outs)
+
+
+_live_cache = _Cache(256)
+
+
+def _is_var(v: Any) -> bool:
+    return not hasattr(v, "val")  # a Literal carries .val; a Var does not
+
+
+def _differentiable_deps(jaxpr: Any, needed_out: list) -> list:
+    """Per input of ``jaxpr``: does a needed output depend on it at all (data dependence)?
+
+    Nested jitted calls are followed; other higher-order primitives count all their
+    inputs (conservative). Dependence through comparisons counts too: TF's graph also
+    keeps relu''s and abs''s (zero) second derivatives connected.
+    """
+    needed = {v for v, n in zip(jaxpr.outvars, needed_out) if n and _is_var(v)}
+    for eqn in reversed(jaxpr.eqns):
+        outs = [o in needed for o in eqn.outvars]
+        if not any(outs):
+            continue
+        inner = eqn.params.get("jaxpr")
+        if eqn.primitive.name in ("pjit", "jit") and inner is not None:
+            sub = _differentiable_deps(getattr(inner, "jaxpr", inner), outs)
+            needed.update(v for v, u in zip(eqn.invars, sub) if u and _is_var(v))
+        else:
+            needed.update(v for v in eqn.invars if _is_var(v))
+    return [v in needed for v in jaxpr.invars]
+
+
+def _live_inputs(key: tuple, vals: list, n_leaves: int) -> list:
+    """Which inputs the replay's outputs really depend on (dead-code analysis of its jaxpr).
+
+    TF connects a gradient to a source only through the ops its backward pass
+    uses: d(x + x)/dx is a constant, so an outer tape sees no path back to x and
+    returns None. Recording the replay with every leaf as an input would make
+    it "connected" (zeros instead of None); marking dead inputs as constants
+    keeps TF's answer. Cached per program and input avals, and only computed
+    when an outer tape records.
+    """
+    avals = tuple(_aval(v) for v in vals)
+
+    def analyse() -> Callable:
+        try:
+            fn = _TRANSFORMS[key[0]](key)
+            closed = jax.make_jaxpr(lambda *v: fn(list(v[:n_leaves]), list(v[n_leaves:])))(*vals)
+            live = _differentiable_deps(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+        except Exception:  # noqa: BLE001 - an analysis failure must only cost precision, never correctness
+            live = [True] * len(vals)
+        return lambda: live
+
+    return _live_cache.get((key, avals), analyse)()

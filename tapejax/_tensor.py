@@ -243,7 +243,9 @@ def _to_array(value: Any, dtype: DType | None) -> jax.Array:
     check_width(dst, "Requested dtype")
     if not isinstance(value, jax.Array):
         _check_cast(value, src, dst)
-        return jnp.asarray(np.asarray(value).astype(dst) if src != dst else np.asarray(value, dtype=dst))
+        # TF turns an out-of-range number into inf (float16 1e6) without a warning.
+        with np.errstate(over="ignore"):
+            return jnp.asarray(np.asarray(value).astype(dst) if src != dst else np.asarray(value, dtype=dst))
     if src != dst:
         raise ValueError(
             f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype {from_np(src).name}. "

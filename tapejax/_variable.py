@@ -7,6 +7,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from . import errors
 from ._core import Tensor, VariableBase, _next_id, read_variable, touch_variable
 from ._dtypes import DType, as_dtype, from_np
 from ._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor
@@ -137,6 +138,14 @@ class Variable(VariableBase):
                 v = convert_to_tensor(value, dtype=self.dtype)._value
             except TypeError as e:
                 raise TypeError(f"Cannot {op} {value!r} to variable '{self._name}' of dtype {self.dtype.name}: {e}") from None
+        if op != "assign" and tuple(v.shape) != tuple(self._value.shape):
+            # TF's AssignAdd/AssignSub kernels need equal shapes (no broadcasting) and
+            # fail with InvalidArgumentError; assign's check runs first, a ValueError.
+            shapes = [f"[{','.join(map(str, s))}]" for s in (self._value.shape, v.shape)]
+            raise errors.InvalidArgumentError(
+                f"Cannot update variable with shape {shapes[0]} using a Tensor with shape {shapes[1]}, shapes must "
+                f"be equal. Give {op} a value of the variable's shape (tf.broadcast_to or tf.reshape it first)."
+            )
         if self._shape is not None and not self._shape.is_compatible_with(v.shape):
             raise ValueError(
                 f"Cannot {op} value to variable '{self._name}': Shape mismatch. The variable shape {self._shape}, "

@@ -1,15 +1,11 @@
-import os
-
 import pytest
-from hypothesis import HealthCheck, settings
 
-# Deterministic by default: derandomized, no deadline (the first call compiles).
-settings.register_profile(
-    "ci", derandomize=True, deadline=None, max_examples=40, print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-settings.register_profile("thorough", deadline=None, max_examples=500, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("TAPEJAX_HYPOTHESIS_PROFILE", "ci"))
+from tapejax.testing._profiles import load_profile
+
+# The profiles are defined once, in tapejax.testing (also behind the pytest
+# plugin entry point). Deterministic by default: derandomized, no deadline (the
+# first call compiles); TAPEJAX_HYPOTHESIS_PROFILE=thorough for a long run.
+load_profile(default="deterministic")
 
 
 @pytest.fixture(autouse=True)
