@@ -478,9 +478,10 @@ def _worker_env(device: str) -> dict:
     return env
 
 
-def run_worker(a: argparse.Namespace, workload: str, impl: str, tmp: str, xent: str, sizes: dict) -> dict:
-    res_path = os.path.join(tmp, f"{workload}.{impl}.json")
-    chk_path = os.path.join(tmp, f"{workload}.{impl}.npz")
+def run_worker(a: argparse.Namespace, workload: str, impl: str, tmp: str, xent: str, sizes: dict,
+               round_: int = 0) -> dict:
+    res_path = os.path.join(tmp, f"{workload}.{impl}.{round_}.json")
+    chk_path = os.path.join(tmp, f"{workload}.{impl}.{round_}.npz")
     cmd = [
         sys.executable, os.path.abspath(__file__), "--worker", workload, "--impl", impl, "--device", a.device,
         "--warmup", str(a.warmup), "--repeats", str(a.repeats), "--min-run-ms", str(a.min_run_ms),
@@ -509,6 +510,52 @@ def run_worker(a: argparse.Namespace, workload: str, impl: str, tmp: str, xent: 
         with np.load(chk_path) as z:
             res["_check"] = [z[k] for k in sorted(z.files, key=lambda s: int(s.split("_")[1]))]
     return res
+
+
+def _progress(wl: str, impl: str, w: W.Workload, r: dict, rnd: int) -> None:
+    if r.get("ok") and w.kind == "time":
+        m = r["metrics"]
+        msg = (f"median {_ms(m['median_s'])} ms, min {_ms(m['min_s'])} ms, "
+               f"cpu {_ms(m['cpu_median_s'])} ms (x{m['inner']})")
+    elif r.get("ok") and w.kind == "overhead":
+        msg = (f"overhead {r['metrics']['overhead_us_per_op']:.2f} us/op, "
+               f"cpu {r['metrics']['cpu_overhead_us_per_op']:.2f} us/op")
+    elif r.get("ok"):
+        msg = f"peak RSS {r['metrics']['peak_rss_mb']:.0f} MiB"
+    else:
+        msg = "skipped: " + r["skipped"] if r.get("skipped") else "ERROR " + r.get("error", "?")
+    print(f"{wl:22s} {impl:17s} r{rnd} {msg}   [{r['wall_s']:.1f} s]", file=sys.stderr, flush=True)
+    if r.get("traceback") and not r.get("ok"):
+        print(r["traceback"], file=sys.stderr)
+
+
+def _merge_metrics(ms: list) -> Any:
+    """Per field: the min of the minima, the median of everything else (per-round medians,
+    and derived differences such as an overhead, each taken within its own round)."""
+    first = ms[0]
+    if isinstance(first, dict):
+        return {k: _merge_field(k, [m[k] for m in ms]) for k in first}
+    return first
+
+
+def _merge_field(k: str, vals: list) -> Any:
+    if isinstance(vals[0], dict):
+        return _merge_metrics(vals)
+    if isinstance(vals[0], bool) or not all(isinstance(v, int | float) for v in vals):
+        return vals[0]
+    return min(vals) if k.startswith(("min", "cpu_min")) else statistics.median(vals)
+
+
+def merge_rounds(rs: list) -> dict:
+    """One result from the rounds of one implementation: any failure wins (it is reported)."""
+    bad = [r for r in rs if not r.get("ok")]
+    if bad:
+        return bad[0]
+    out = dict(rs[0])
+    out["metrics"] = _merge_metrics([r["metrics"] for r in rs])
+    out["metrics"]["rounds"] = len(rs)
+    out["wall_s"] = sum(r["wall_s"] for r in rs)
+    return out
 
 
 def reference_impl(workload: W.Workload, results: dict) -> str | None:
@@ -777,8 +824,9 @@ def environment(a: argparse.Namespace, probe: dict, load_before: tuple, load_aft
         else "- workers not pinned",
         f"- load average (1, 5, 15 min): before {load_before[0]:.2f}, {load_before[1]:.2f}, {load_before[2]:.2f}; "
         f"after {load_after[0]:.2f}, {load_after[1]:.2f}, {load_after[2]:.2f}",
-        f"- {a.warmup} warm-up steps, then {a.repeats} timed runs of ≥ {a.min_run_ms:g} ms each"
-        + (" (`--quick`)" if a.quick else ""),
+        f"- {a.rounds} round(s) of fresh processes per implementation, interleaved; in each, {a.warmup} warm-up "
+        f"steps, then {a.repeats} timed runs of ≥ {a.min_run_ms:g} ms each; a table's median is the median of "
+        f"the rounds' medians, its min the min" + (" (`--quick`)" if a.quick else ""),
         f"- Python {platform.python_version()}; tapejax {probe.get('tapejax', '?')} (git {commit}); "
         f"jax {ver('jax')}, jaxlib {ver('jaxlib')}, optax {ver('optax')}, numpy {ver('numpy')}; "
         f"tensorflow {tf_ver}; torch {ver('torch')}",
@@ -876,6 +924,8 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--warmup", type=int, help="untimed steps first (default 3; 2 with --quick)")
     ap.add_argument("--min-run-ms", type=float, help="a timed run repeats the step to last this long (default 20; 5)")
     ap.add_argument("--core", type=int, help="CPU core to pin workers to (default: the last one; -1: no pinning)")
+    ap.add_argument("--rounds", type=int, help="fresh processes per implementation, interleaved; the table "
+                    "gives the median of their medians (default 3; 1 with --quick)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per worker")
     ap.add_argument("--write", action="store_true", help="write compat_docs/performance.md even with --quick")
     ap.add_argument("--no-write", action="store_true", help="print only")
@@ -885,6 +935,7 @@ def main(argv: list | None = None) -> int:
     a.repeats = a.repeats or (5 if a.quick else 21)
     a.warmup = a.warmup if a.warmup is not None else (2 if a.quick else 3)
     a.min_run_ms = a.min_run_ms or (5.0 if a.quick else 20.0)
+    a.rounds = a.rounds or (1 if a.quick else 3)
     if a.core is None:
         a.core = max(os.sched_getaffinity(0)) if a.device == "cpu" else None
     elif a.core < 0:
@@ -905,26 +956,17 @@ def main(argv: list | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tapejax-bench-") as tmp:
         for wl in workloads:
             w = W.WORKLOADS[wl]
-            results: dict = {}
-            for impl in [w.reference] + [i for i in impls if i != w.reference]:
-                if impl not in w.impls or (impl not in impls and impl != w.reference):
-                    continue
-                r = run_worker(a, wl, impl, tmp, xent, sizes)
-                results[impl] = r
-                if r.get("ok") and w.kind == "time":
-                    m = r["metrics"]
-                    msg = (f"median {_ms(m['median_s'])} ms, min {_ms(m['min_s'])} ms, "
-                           f"cpu {_ms(m['cpu_median_s'])} ms (x{m['inner']})")
-                elif r.get("ok") and w.kind == "overhead":
-                    msg = (f"overhead {r['metrics']['overhead_us_per_op']:.2f} us/op, "
-                           f"cpu {r['metrics']['cpu_overhead_us_per_op']:.2f} us/op")
-                elif r.get("ok"):
-                    msg = f"peak RSS {r['metrics']['peak_rss_mb']:.0f} MiB"
-                else:
-                    msg = "skipped: " + r["skipped"] if r.get("skipped") else "ERROR " + r.get("error", "?")
-                print(f"{wl:22s} {impl:17s} {msg}   [{r['wall_s']:.1f} s]", file=sys.stderr, flush=True)
-                if r.get("traceback") and not r.get("ok"):
-                    print(r["traceback"], file=sys.stderr)
+            order = [i for i in [w.reference] + [i for i in impls if i != w.reference]
+                     if i in w.impls and (i in impls or i == w.reference)]
+            rounds: dict = {i: [] for i in order}
+            # Rounds interleave the implementations (A B C A B C ...): a burst of load
+            # from other processes then lands on all of them, not on one.
+            for rnd in range(a.rounds if w.kind != "memory" else 1):
+                for impl in order:
+                    r = run_worker(a, wl, impl, tmp, xent, sizes, rnd)
+                    rounds[impl].append(r)
+                    _progress(wl, impl, w, r, rnd)
+            results = {impl: merge_rounds(rs) for impl, rs in rounds.items()}
             check_all(w, results)
             # The reference may not be one of --impls: keep it only for ratios and checks.
             all_results[wl] = results

@@ -118,11 +118,26 @@ def test_write_block_keeps_other_sections(tmp_path):
 def test_runner_end_to_end_in_subprocesses(tmp_path):
     out = tmp_path / "r.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--no-write", "--workloads",
-           "scalar_chain", "--impls", "tapejax,jax.jit", "--repeats", "1", "--warmup", "0", "--core", "-1",
+           "scalar_chain", "--impls", "tapejax,jax.jit", "--repeats", "1", "--warmup", "0", "--core", "-1", "--rounds", "2",
            "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads(out.read_text())["scalar_chain"]
     assert res["jax.jit"]["ok"] and res["tapejax"]["ok"], proc.stderr[-2000:]
-    assert res["tapejax"]["check"][0] == "ok"
+    assert res["tapejax"]["check"][0] == "ok" and res["tapejax"]["metrics"]["rounds"] == 2
     assert "| scalar_chain |" in proc.stdout
+
+
+def test_rounds_merge_medians_and_minima():
+    def res(med, mn, over):
+        return {"ok": True, "wall_s": 1.0, "metrics": {"median_s": med, "min_s": mn, "inner": 4,
+                                                       "tape": {"us_per_op": over, "min_us_per_op": mn},
+                                                       "overhead_us_per_op": over}}
+
+    merged = R.merge_rounds([res(3.0, 2.0, 5.0), res(1.0, 0.5, 1.0), res(2.0, 1.5, 2.0)])
+    m = merged["metrics"]
+    assert (m["median_s"], m["min_s"], m["overhead_us_per_op"]) == (2.0, 0.5, 2.0)
+    assert (m["tape"]["us_per_op"], m["tape"]["min_us_per_op"], m["rounds"]) == (2.0, 0.5, 3)
+    assert merged["wall_s"] == 3.0
+    failed = {"ok": False, "error": "boom", "wall_s": 1.0}
+    assert R.merge_rounds([res(1.0, 1.0, 1.0), failed]) is failed
