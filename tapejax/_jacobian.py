@@ -32,6 +32,7 @@ import numpy as np
 from . import _core, _replay
 from ._core import Tensor, VariableBase
 from ._replay import _diff_primals, _forward_fn, _is_complex
+from ._replay import sum_groups as _sum_groups
 from ._tensor import TensorShape, convert_to_tensor
 
 __all__ = ["choose_direction", "DEFAULT_LOOP_CHUNK", "FWD_RATIO"]
@@ -71,18 +72,6 @@ def _basis_map(row: Callable[[Any], tuple], n: int, dtype: Any, chunk: int | Non
         return row((jnp.arange(n) == i).astype(dtype))
 
     return jax.lax.map(one, jnp.arange(n), batch_size=min(chunk, n))
-
-
-def _sum_groups(cts: Sequence[Any], groups: tuple) -> list:
-    # A variable is read several times (one diff input per read): its Jacobian
-    # is the sum over the reads. Complex: TF's gradient is the conjugate of JAX's.
-    res = []
-    for grp in groups:
-        acc = cts[grp[0]]
-        for k in grp[1:]:
-            acc = acc + cts[k]
-        res.append(jnp.conj(acc) if _is_complex(acc) else acc)
-    return res
 
 
 def _make_jacobian(key: tuple) -> Callable:

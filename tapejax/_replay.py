@@ -324,6 +324,25 @@ def _is_complex(x: Any) -> bool:
     return jnp.iscomplexobj(x)
 
 
+def seed_cotangent(out: Any, given: Any) -> Any:
+    """The cotangent a target starts with: ones, or its output gradient broadcast to its shape.
+    TF's convention for complex values is the conjugate of JAX's, hence the conj."""
+    c = jnp.ones_like(out) if given is None else jnp.broadcast_to(given, out.shape)
+    return jnp.conj(c).astype(out.dtype) if _is_complex(out) else jnp.asarray(c, out.dtype)
+
+
+def sum_groups(cts: Sequence[Any], groups: tuple) -> list:
+    """Per source, the sum of its differentiable inputs' cotangents (a variable read several
+    times has one input per read), conjugated for complex values as TF does."""
+    res = []
+    for grp in groups:
+        acc = cts[grp[0]]
+        for k in grp[1:]:
+            acc = acc + cts[k]
+        res.append(jnp.conj(acc) if _is_complex(acc) else acc)
+    return res
+
+
 def _make_vjp(key: tuple) -> Callable:
     code, diff, groups, target_slots, cot_given = key[1:6]
     forward = _forward_fn(code, diff, target_slots)
@@ -332,19 +351,9 @@ def _make_vjp(key: tuple) -> Callable:
         primals = _diff_primals(diff, leaf_vals)
         outs, pullback = jax.vjp(lambda *d: forward(leaf_vals, *d), *primals)
         cts_it = iter(cts)
-        full = []
-        for o, given in zip(outs, cot_given):
-            c = jnp.broadcast_to(next(cts_it), o.shape) if given else jnp.ones_like(o)
-            # TF's convention for complex values is the conjugate of JAX's.
-            full.append(jnp.conj(c).astype(o.dtype) if _is_complex(o) else jnp.asarray(c, o.dtype))
+        full = [seed_cotangent(o, next(cts_it) if given else None) for o, given in zip(outs, cot_given)]
         g = pullback(tuple(full))
-        res = []
-        for grp in groups:
-            acc = g[grp[0]]
-            for k in grp[1:]:
-                acc = acc + g[k]
-            res.append(jnp.conj(acc) if _is_complex(acc) else acc)
-        return tuple(res)
+        return tuple(sum_groups(g, groups))
 
     return grads
 
@@ -412,9 +421,7 @@ def _make_vjp_res(key: tuple) -> Callable:
         given = [next(it) if g else None for g in cot_given]
 
         def seed(k: int, o: Any) -> Any:
-            c = jnp.ones_like(o) if given[k] is None else jnp.broadcast_to(given[k], o.shape)
-            # TF's convention for complex values is the conjugate of JAX's.
-            return jnp.conj(c).astype(o.dtype) if _is_complex(o) else jnp.asarray(c, o.dtype)
+            return seed_cotangent(o, given[k])
 
         ct: dict = {}
         for (prim, params, ins, _), outs_s in zip(reversed(code), reversed(out_slots)):
@@ -458,13 +465,7 @@ def _make_vjp_res(key: tuple) -> Callable:
             if c is None:
                 c = jnp.zeros_like(vals[d[1]]) if d[0] == "leaf" else jnp.zeros(d[2], d[3])
             g.append(c)
-        res = []
-        for grp in groups:
-            acc = g[grp[0]]
-            for k in grp[1:]:
-                acc = acc + g[k]
-            res.append(jnp.conj(acc) if _is_complex(acc) else acc)
-        return tuple(res)
+        return tuple(sum_groups(g, groups))
 
     return grads
 
