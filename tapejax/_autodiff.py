@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import _core, _replay
+from . import _core, _interpret, _replay
 from ._core import Primitive, Tensor, VariableBase, bind, read_variable, state
 from ._ops import prim as _prim
 from ._tensor import convert_to_tensor
@@ -46,7 +46,7 @@ __all__ = ["stop_gradient", "custom_gradient", "recompute_grad"]
 # output is not watched (so ``gradient(stop_gradient(x) * 2, ...)`` is None, not
 # zero). Under a JAX trace (inside a custom_gradient or recompute_grad replay)
 # lax.stop_gradient gives JAX the same cut.
-_stop_gradient_p = _prim("stop_gradient", lax.stop_gradient, differentiable=False)
+_stop_gradient_p = _prim("stop_gradient", lax.stop_gradient, differentiable=False, recorded=False)
 
 
 def stop_gradient(input: Any, name: str | None = None) -> Tensor:  # noqa: A002  (TF's name)
@@ -257,13 +257,15 @@ class _bound:
         bound = dict(state.bound) if state.bound else {}
         for v, a in zip(variables + spec.bound_variables, tuple(arrays[n:n + nv]) + tuple(arrays[n + nv + nk:])):
             bound[v._uid] = a
-        self.saved = state.recording, state.bound
-        state.recording = []
+        self.saved = state.bound
+        self.quiet = _core.suspended()
+        self.quiet.__enter__()
         state.bound = bound
         return args, kwargs
 
     def __exit__(self, *exc: Any) -> None:
-        state.recording, state.bound = self.saved
+        state.bound = self.saved
+        self.quiet.__exit__()
 
 
 class _Everything(set):
@@ -273,17 +275,21 @@ class _Everything(set):
         return True
 
 
-def _run_recording(f: Callable, args: tuple, kwargs: dict, record_all: bool) -> tuple[Any, _core.Tape, int]:
-    """Run ``f`` once, eagerly as TF does, with only a private tape recording: it
+def _run_recording(f: Callable, args: tuple, kwargs: dict, record_all: bool,
+                   outer: bool = False) -> tuple[Any, _core.Tape, int]:
+    """Run ``f`` once, eagerly as TF does, with a private tape recording: it
     collects (TF's VariableWatcher) the trainable variables ``f`` reads, and with
-    ``record_all`` every op, which is the program of the call. Returns the
-    result, the tape and the first id the call could create."""
+    ``record_all`` every op, which is the program of the call. With ``outer``
+    the active tapes record ``f``'s ops too, as TF's do: a ``grad_fn`` that
+    computes with values ``f`` made (``e = exp(x)``) is then connected to the
+    inputs at second order. Returns the result, the tape and the first id the
+    call could create."""
     rec = _core.Tape(watch_accessed_variables=True)
     if record_all:
         rec.watched = _Everything()
     start = _core._next_id()
     saved = state.recording
-    state.recording = [rec]
+    state.recording = (list(saved) if outer else []) + [rec]
     try:
         result = f(*args, **kwargs)
     finally:
@@ -305,10 +311,10 @@ def _as_output(v: Any) -> Tensor:
 class _Call:
     """One eager call of a wrapped function: its result, its record, its inputs as data."""
 
-    def __init__(self, f: Callable, args: tuple, kwargs: dict, record_all: bool):
+    def __init__(self, f: Callable, args: tuple, kwargs: dict, record_all: bool, outer: bool = False):
         self.flat_args, self.args_def = _flatten(args)
         self.flat_kw, self.kw_def = _flatten(kwargs)
-        self.result, self.rec, self.start = _run_recording(f, args, kwargs, record_all)
+        self.result, self.rec, self.start = _run_recording(f, args, kwargs, record_all, outer)
         inputs = self.flat_args + self.flat_kw
         # The variables whose gradients the function owes: read inside, not passed in.
         self.variables = [v for v in self.rec.variables.values() if not any(v is i for i in inputs)]
@@ -346,11 +352,11 @@ class _Call:
         return tensors + [None] * (len(kw_data) + len(bound)), vals
 
 
-def _record(p: Primitive, params: dict, tensors: list, vals: list, outs: list, cut: tuple = ()) -> None:
+def _record(p: Primitive, params: dict, tensors: list, vals: list, outs: list, cut: tuple = (), aux: Any = None) -> None:
     """Record the call on every tape that watches an input. Inputs in ``cut`` are
     recorded as constants: the call gives them no gradient (a grad_fn's None)."""
     ids = tuple(None if (t is None or k in cut) else t._id for k, t in enumerate(tensors))
-    _core.record(p, params, ids, tuple(vals), outs)
+    _core.record(p, params, ids, tuple(vals), outs, aux)
 
 
 def _watched_by_any(tensors: list) -> bool:
@@ -383,9 +389,32 @@ class forward_mode:
 
 class _CustomPrimitive(Primitive):
     """A custom_gradient's primitive. ``primal_impl`` is the function without its
-    custom rule: TF's forward accumulators differentiate the function's own ops."""
+    custom rule: TF's forward accumulators differentiate the function's own ops.
+
+    ``eager_vjp`` is the backward TF runs: the call's own ``grad_fn`` (kept in
+    the equation's ``aux``), called on Tensors, eagerly when the gradient is
+    eager. Its ops are ordinary ops, so outer tapes and accumulators see them.
+    """
 
     __slots__ = ("primal_impl",)
+
+    def eager_vjp(self, eqn: Any, cts: list) -> dict:
+        grad_fn, variables, n_args, out_avals = eqn.aux
+        dys = []
+        for c, (shape, dtype) in zip(cts, out_avals):
+            if c is None or not jnp.issubdtype(dtype, jnp.inexact):
+                dys.append(Tensor(jnp.zeros(shape, dtype)))
+            elif jnp.issubdtype(dtype, jnp.complexfloating):
+                dys.append(bind(_interpret.CONJ, c))  # TF hands grad_fn the conjugate of JAX's cotangent
+            else:
+                dys.append(c)
+        grads = _call_grad_fn(grad_fn, dys, tuple(variables), n_args)
+        out = {}
+        for k, g in enumerate(grads):
+            if g is None or k >= len(eqn.in_vals) or eqn.in_ids[k] is None:
+                continue
+            out[k] = _cotangent_tensor(g, eqn.in_vals[k], k)
+        return out
 
 
 def _cotangent(g: Any, a: Any, k: int) -> Any:
@@ -408,6 +437,36 @@ def _cotangent(g: Any, a: Any, k: int) -> Any:
         g = jnp.real(g)
     g = g.astype(a.dtype)
     return jnp.conj(g) if jnp.issubdtype(a.dtype, jnp.complexfloating) else g
+
+
+def _cotangent_tensor(g: Any, a: Any, k: int) -> Tensor:
+    """A grad_fn's gradient for input ``a`` as a cotangent Tensor (a bound op where it
+    must be broadcast, cast or conjugated, so that higher orders see it)."""
+    if isinstance(g, VariableBase):
+        g = read_variable(g)
+    elif not isinstance(g, Tensor):
+        g = convert_to_tensor(g)
+    gv = g._value
+    shape, dtype = tuple(np.shape(a)), jnp.result_type(a)
+    if tuple(gv.shape) != shape:
+        try:
+            ok = jnp.broadcast_shapes(tuple(gv.shape), shape) == shape
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"custom_gradient grad_fn returned a gradient of shape {list(gv.shape)} for input {k} of shape "
+                f"{list(shape)}. Return one gradient per input, with that input's shape (TF passes a "
+                "mis-shaped gradient through unchecked; JAX's custom_vjp cannot)."
+            )
+    if tuple(gv.shape) != shape or gv.dtype != dtype or jnp.issubdtype(dtype, jnp.complexfloating):
+        if jnp.iscomplexobj(gv) and not jnp.issubdtype(dtype, jnp.complexfloating):
+            g = bind(_real_p, g)
+        g = bind(_interpret.SEED, g, shape=shape, dtype=np.dtype(dtype))
+    return g
+
+
+_real_p = Primitive("real", jnp.real)
 
 
 def _upstream(ct: Any, y: Any) -> Tensor:
@@ -539,17 +598,14 @@ class _CustomGradient:
             found.extend(g is None for g in grads)
             return 0
 
-        saved = state.recording
-        state.recording = []
         try:
-            jax.eval_shape(probe, *[jax.ShapeDtypeStruct(y.shape, y.dtype) for y in ys])
+            with _core.suspended():
+                jax.eval_shape(probe, *[jax.ShapeDtypeStruct(y.shape, y.dtype) for y in ys])
             pat = tuple(found[:n_in]) + (False,) * max(0, n_in - len(found))
         except Exception:
             # grad_fn cannot run abstractly (or is wrong): assume every input is
             # connected; a real error resurfaces when the gradient is computed.
             pat = (False,) * n_in
-        finally:
-            state.recording = saved
         with self._lock:
             if len(self._none) >= _CACHE_BOUND:
                 self._none.clear()
@@ -560,7 +616,7 @@ class _CustomGradient:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         recording = bool(state.recording)
-        call = _Call(self.f, args, kwargs, record_all=recording)
+        call = _Call(self.f, args, kwargs, record_all=recording, outer=True)
         y, grad_fn = _split_result(call.result)
         if call.variables and not _accepts_variables(grad_fn):
             raise TypeError(
@@ -579,13 +635,22 @@ class _CustomGradient:
                     n_in = spec.n_args + len(call.variables)
                     pat = self._none_pattern(spec, vals, outs, grad_fn, n_in)
                     cut = tuple(k for k, none in enumerate(pat) if none)
-                    _record(self.prim, {"spec": spec}, tensors, vals, outs, cut)
-        elif _has_tracer([t._value for t in outs]):
+                    aux = (grad_fn, list(call.variables), spec.n_args,
+                           [(tuple(o._value.shape), o._value.dtype) for o in outs])
+                    _record(self.prim, {"spec": spec}, tensors, vals, outs, cut, aux)
+        elif _has_tracer([t._value for t in outs]) and not state.accumulators:
             # Inside a JAX trace with no tape (the replay of an enclosing
             # custom_gradient or recompute_grad): the custom rule must reach JAX.
             spec, kw_data, bound = call.spec(self.f)
             _, vals = call.inputs(kw_data, bound)
             outs = [Tensor(o) for o in self._impl(*vals, spec=spec)]
+        if state.accumulators:
+            inputs = [a if isinstance(a, Tensor) else read_variable(a) if isinstance(a, VariableBase)
+                      else convert_to_tensor(a) for a in call.flat_args]
+            inputs += [read_variable(v) for v in call.variables]
+            inner = [v._id if isinstance(v, Tensor) else None for v in flat_y]
+            for acc in reversed(list(state.accumulators)):
+                acc.on_custom(grad_fn, list(call.variables), len(call.flat_args), inputs, outs, inner)
         return jax.tree_util.tree_unflatten(y_def, outs)
 
 
@@ -756,7 +821,12 @@ class _Recompute:
         outs = [_as_output(v) for v in flat_y]
         if recording:
             self._record(call, flat_y, outs)
-        elif _has_tracer([t._value for t in outs]):
+        for acc in state.accumulators:
+            # The function's own ops computed the tangents; the outputs are new tensors.
+            for v, o in zip(flat_y, outs):
+                if isinstance(v, Tensor) and v._id in acc.tangents:
+                    acc.set(o, acc.tangents[v._id])
+        if not recording and _has_tracer([t._value for t in outs]):
             spec, kw_data, bound = call.spec(self.f)
             _, vals = call.inputs(kw_data, bound)
             outs = [Tensor(o) for o in self._traced(spec, tuple(vals))]

@@ -83,11 +83,18 @@ class VariableBase:
 class Primitive:
     """A recordable op: ``impl(*arrays, **static_params)`` must be a pure JAX function.
 
-    ``differentiable=False`` marks ops whose outputs carry no gradient (TF's
-    unconnected ops such as round or argmax); they are never recorded.
+    ``differentiable=False`` marks ops that pass no gradient to their inputs
+    (TF's round, floor, zeros_like, argmax): as in TF they are still recorded
+    and their floating outputs are watched, so a tape can differentiate *with
+    respect to* them; only the edge into the op is cut. ``recorded=False``
+    (stop_gradient) is never recorded at all: its output is a new constant.
+
+    ``eager_vjp(eqn, cotangents) -> input cotangents`` (optional, set by a
+    subclass or an instance) lets an op run its own backward eagerly on Tensors
+    (a custom_gradient's Python grad_fn); the interpreted backward pass calls it.
     """
 
-    __slots__ = ("name", "impl", "differentiable", "multiple_results")
+    __slots__ = ("name", "impl", "differentiable", "multiple_results", "recorded", "__dict__")
 
     def __init__(
         self,
@@ -95,11 +102,13 @@ class Primitive:
         impl: Callable[..., Any],
         differentiable: bool = True,
         multiple_results: bool = False,
+        recorded: bool = True,
     ):
         self.name = name
         self.impl = impl
         self.differentiable = differentiable
         self.multiple_results = multiple_results
+        self.recorded = recorded
 
     def __repr__(self) -> str:
         return self.name
@@ -111,16 +120,20 @@ class Eqn:
     ``in_vals`` keeps the concrete inputs so a replay can feed leaves (inputs not
     produced inside the replayed slice) as arguments. ``in_ids[k]`` is None for a
     non-tensor input (a Python scalar or array constant).
+
+    ``aux`` holds per-call data that is not part of the op's structure (a
+    custom_gradient's grad_fn closure): never part of a replay's cache key.
     """
 
-    __slots__ = ("prim", "params", "in_ids", "in_vals", "out_ids")
+    __slots__ = ("prim", "params", "in_ids", "in_vals", "out_ids", "aux")
 
-    def __init__(self, prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, out_ids: tuple):
+    def __init__(self, prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, out_ids: tuple, aux: Any = None):
         self.prim = prim
         self.params = params
         self.in_ids = in_ids
         self.in_vals = in_vals
         self.out_ids = out_ids
+        self.aux = aux
 
     def __repr__(self) -> str:
         ins = ", ".join(f"%{i}" if i is not None else repr(v) for i, v in zip(self.in_ids, self.in_vals))
@@ -178,6 +191,13 @@ class _State(threading.local):
         self.tracing: list[Any] = []
         # While a trace runs: variable uid -> the traced value it stands for (per thread).
         self.bound: dict[int, Any] | None = None
+        # Active forward-mode accumulators, outermost first. Each has ``tangents``
+        # (tensor id -> tangent), ``on_op`` and ``on_read``; tangents are computed
+        # as ops run, as TF's ForwardAccumulator does.
+        self.accumulators: list[Any] = []
+        # Push order of tapes and accumulators together: a derivative computed for
+        # one of them is seen only by those pushed before it (TF's nesting rule).
+        self.order: list[Any] = []
 
 
 state = _State()
@@ -185,14 +205,72 @@ state = _State()
 
 def push(tape: Tape) -> None:
     state.recording.append(tape)
+    state.order.append(tape)
 
 
 def pop(tape: Tape) -> None:
-    rec = state.recording
-    for k in range(len(rec) - 1, -1, -1):
-        if rec[k] is tape:
-            del rec[k]
-            return
+    for lst in (state.recording, state.order):
+        for k in range(len(lst) - 1, -1, -1):
+            if lst[k] is tape:
+                del lst[k]
+                break
+
+
+def push_accumulator(acc: Any) -> None:
+    state.accumulators.append(acc)
+    state.order.append(acc)
+
+
+def pop_accumulator(acc: Any) -> None:
+    pop(acc)
+    lst = state.accumulators
+    for k in range(len(lst) - 1, -1, -1):
+        if lst[k] is acc:
+            del lst[k]
+            break
+
+
+class outside:
+    """Context: only the tapes and accumulators pushed before ``owner`` stay active.
+
+    A derivative computed for ``owner`` (an accumulator's tangent) is recorded by
+    those outside it and by nothing inside, as in TF.
+    """
+
+    __slots__ = ("owner", "saved")
+
+    def __init__(self, owner: Any):
+        self.owner = owner
+
+    def __enter__(self) -> None:
+        st = state
+        self.saved = (st.recording, st.accumulators, st.order)
+        order = st.order
+        k = next((j for j in range(len(order) - 1, -1, -1) if order[j] is self.owner), len(order))
+        before = order[:k]
+        st.order = before
+        # From the push order, not from ``recording``: a tape hidden while a
+        # custom_gradient's function runs eagerly still records the tangents
+        # computed inside it (TF runs that function with every tape active).
+        st.recording = [t for t in before if isinstance(t, Tape)]
+        st.accumulators = [a for a in before if not isinstance(a, Tape)]
+
+    def __exit__(self, *exc: Any) -> None:
+        state.recording, state.accumulators, state.order = self.saved
+
+
+class suspended:
+    """Context: no tape and no accumulator is active (a function traced as a pure JAX function)."""
+
+    __slots__ = ("saved",)
+
+    def __enter__(self) -> None:
+        st = state
+        self.saved = (st.recording, st.accumulators, st.order)
+        st.recording, st.accumulators, st.order = [], [], []
+
+    def __exit__(self, *exc: Any) -> None:
+        state.recording, state.accumulators, state.order = self.saved
 
 
 def is_recording(tape: Tape) -> bool:
@@ -211,6 +289,8 @@ def read_variable(var: VariableBase) -> Tensor:
             reads = tape.var_reads[var._uid]
         tape.watched.add(t._id)
         reads.append(t._id)
+    for acc in state.accumulators:
+        acc.on_read(var, t)
     return t
 
 
@@ -221,7 +301,7 @@ def touch_variable(var: VariableBase) -> None:
             tape.watch_variable(var)
 
 
-def record(prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, outs: list[Tensor]) -> None:
+def record(prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, outs: list[Tensor], aux: Any = None) -> None:
     """Append one equation to every recording tape that watches one of ``in_ids``."""
     eqn = None
     diff_out: list[int] = []
@@ -233,7 +313,7 @@ def record(prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, outs: l
         else:
             continue
         if eqn is None:
-            eqn = Eqn(prim, params, in_ids, in_vals, tuple(t._id for t in outs))
+            eqn = Eqn(prim, params, in_ids, in_vals, tuple(t._id for t in outs), aux)
             diff_out = [t._id for t in outs if t._value.dtype in INEXACT]
         tape.eqns.append(eqn)
         w.update(diff_out)
@@ -245,7 +325,7 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     Positional arguments are data; keyword arguments are static (hashable) parameters.
     """
     rec = state.recording
-    if not rec:
+    if not rec and not state.accumulators:
         # The fast path: no tape anywhere on this thread, so only unwrap and run.
         out = prim.impl(*[a._value if isinstance(a, (Tensor, VariableBase)) else a for a in args], **params)
         if prim.multiple_results:
@@ -265,7 +345,7 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
             ids.append(None)
             vals.append(a)
     out = prim.impl(*vals, **params)
-    if not prim.differentiable:
+    if not prim.recorded:
         return tuple(Tensor(o) for o in out) if prim.multiple_results else Tensor(out)
     # ``record`` inlined, with the single-result case unrolled: this is the
     # per-op cost of recording (benchmarks/run.py record_overhead).
@@ -290,4 +370,24 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
             eqn = Eqn(prim, params, in_ids, tuple(vals), out_ids)
         tape.eqns.append(eqn)
         w.update(diff_out)
+    accs = state.accumulators
+    if accs:
+        notify_accumulators(prim, params, in_ids, vals, outs)
     return outs
+
+
+def notify_accumulators(prim: Primitive, params: dict, in_ids: tuple, vals: list, outs: Any) -> None:
+    """Let each active accumulator with a tangent for an input compute the outputs' tangents.
+
+    Innermost first: the tangent ops an inner accumulator runs are then seen by
+    the outer ones (second-order forward terms), never the other way round.
+    """
+    if not prim.differentiable:
+        return
+    outs_t = outs if prim.multiple_results else (outs,)
+    for acc in reversed(state.accumulators):
+        tans = acc.tangents
+        for i in in_ids:
+            if i is not None and i in tans:
+                acc.on_op(prim, params, in_ids, vals, outs_t)
+                break

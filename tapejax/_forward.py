@@ -1,16 +1,15 @@
-"""``tf.autodiff.ForwardAccumulator``: forward-mode autodiff over the recorder.
+"""``tf.autodiff.ForwardAccumulator``: forward-mode autodiff, tangents computed as ops run.
 
-An accumulator is a core ``Tape`` that watches its primals, pushed on the same
-stack as the GradientTapes: it records exactly the ops a tape would. ``jvp``
-replays the recorded slice from the primals to the target through ``jax.jvp``
-(compiled and cached like every replay). TF computes tangents eagerly, op by
-op; the values are the same, computed when asked.
-
-Nesting follows from the recorder: ``jvp`` runs as a replay primitive, which
-the tapes outside it record (a tape over an accumulator: reverse over forward),
-and a ``tape.gradient`` computed inside an accumulator is a replay primitive the
-accumulator records like any op (forward over reverse). Either order gives a
-Hessian-vector product.
+As in TF, an active accumulator computes the tangent of every op that has an
+input with a tangent, when the op runs: the tangent is a bound ``JVP`` op over
+the op's primals and tangents (``_interpret``). Being ops, tangents are
+recorded by the tapes and tracked by the accumulators pushed *before* this one
+(never by those pushed after it, TF's rule), so accumulators nest (``outer.jvp(
+inner.jvp(y))`` is a second derivative), a tape over an accumulator gives
+reverse-over-forward, and a gradient computed inside an accumulator is a chain
+of ops whose tangents give forward-over-reverse. A custom_gradient's output
+takes the tangent of its function's own ops, or TF's transpose of its grad_fn
+where those leave it without one.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from . import _core, _replay
-from ._autodiff import _CustomPrimitive, forward_mode
+from . import _core, _interpret, _replay
+from ._autodiff import _call_grad_fn, _cotangent_tensor
 from ._core import Primitive, Tensor, VariableBase
 from ._dtypes import INEXACT
 from ._gradient_tape import UnconnectedGradients, _log_first_n
@@ -67,62 +66,99 @@ def _assert_same_structure(primals: Any, tangents: Any) -> None:
 
 
 # --------------------------------------------------------------------------
-# The jvp transform over a slice.
-
-_primal_prims: dict = {}
+# Tangents as ops run.
 
 
-def _plain(p: Primitive) -> Primitive:
-    """The primitive a forward-mode replay runs for ``p``.
+class _Tangents:
+    """The accumulator the recorder sees (``state.accumulators``): tensor id -> tangent.
 
-    A custom_gradient runs its function's own ops (TF's accumulators ignore the
-    custom rule); a nested replay (a ``tape.gradient`` recorded inside the
-    accumulator) is re-derived from its key, uncompiled, so that its custom
-    gradients are traced in forward mode too.
+    Keyed by id, never holding a primal: ``del x`` frees ``x`` (TF's rule). The
+    tangents themselves live as long as the accumulator, since a gradient taken
+    later inside it may replay ops over intermediates nobody else still holds.
     """
-    if isinstance(p, _CustomPrimitive):
-        q = _primal_prims.get(p)
-        if q is None:
-            q = _primal_prims[p] = Primitive(p.name, p.primal_impl, multiple_results=p.multiple_results)
-        return q
-    if p is _replay.REPLAY:
-        return _INLINE_REPLAY
-    return p
+
+    def __init__(self) -> None:
+        self.tangents: dict[int, Tensor] = {}
+        self.variables: dict[int, Tensor] = {}  # variable uid -> tangent
+
+    def set(self, primal: Tensor, tangent: Tensor) -> None:
+        # TF keeps the first tangent a tensor got (a custom_gradient's inner ops win).
+        self.tangents.setdefault(primal._id, tangent)
+
+    def on_read(self, var: VariableBase, t: Tensor) -> None:
+        tg = self.variables.get(var._uid)
+        if tg is not None:
+            self.set(t, tg)
+
+    def on_op(self, prim: Primitive, params: dict, in_ids: tuple, vals: list, outs: tuple) -> None:
+        tans = self.tangents
+        tmask = tuple(j for j, i in enumerate(in_ids)
+                      if i is not None and i in tans and jnp.result_type(vals[j]) in INEXACT)
+        if not tmask:
+            return
+        omask = tuple(k for k, o in enumerate(outs) if o._value.dtype in INEXACT)
+        if not omask:
+            return
+        inputs = [_interpret.handle(i, v) for i, v in zip(in_ids, vals)]
+        with _core.outside(self):
+            res = _interpret.jvp_op(prim, _interpret._freeze(params), inputs, [tans[in_ids[j]] for j in tmask],
+                                    tmask, omask)
+        for k, t in zip(omask, res):
+            if t is not None:
+                self.set(outs[k], t)
+
+    def on_custom(self, grad_fn: Callable, variables: list, n_args: int, inputs: list, outs: list, inner: list) -> None:
+        """A custom_gradient call: TF's rule. Each output keeps the tangent its own
+        inner ops gave it; an output they left without one gets the tangent TF
+        derives from ``grad_fn`` (the transpose of the backward, by a second vjp).
+        grad_fn always runs, so its exceptions surface here, as in TF."""
+        tans = self.tangents
+        tin = [tans.get(t._id) if isinstance(t, Tensor) else None for t in inputs]
+        if not any(t is not None for t in tin):
+            return
+        with _core.outside(self):
+            derived = _transpose_grad_fn(grad_fn, variables, n_args, inputs, tin, outs)
+        for o, i, d in zip(outs, inner, derived):
+            t = tans.get(i) if i is not None else None
+            if t is None:
+                t = d
+            if t is not None:
+                self.set(o, t)
 
 
-def _inline_replay(*vals: Any, key: tuple, n_leaves: int) -> tuple:
-    return _replay._TRANSFORMS[key[0]](key)(list(vals[:n_leaves]), list(vals[n_leaves:]))
-
-
-_INLINE_REPLAY = Primitive("replay", _inline_replay, multiple_results=True)
-
-
-def _make_jvp(key: tuple) -> Callable:
-    code, diff, groups, target_slots = key[1:5]
-    code = tuple((_plain(p), params, ins, n) for p, params, ins, n in code)
-    forward = _replay._forward_fn(code, diff, target_slots)
-
-    def jvp(leaf_vals: Sequence[Any], tangents: Sequence[Any]) -> tuple:
-        primals = _replay._diff_primals(diff, leaf_vals)
-        tans: list = [None] * len(diff)
-        for grp, t in zip(groups, tangents):
-            for k in grp:
-                tans[k] = t if tans[k] is None else tans[k] + t
-        tans = [
-            jnp.zeros_like(p) if t is None else jnp.broadcast_to(jnp.asarray(t, p.dtype), jnp.shape(p))
-            for p, t in zip(primals, tans)
-        ]
-        with forward_mode():
-            _, out = jax.jvp(lambda *d: forward(leaf_vals, *d), tuple(primals), tuple(tans))
-        return tuple(out)
-
-    return jvp
-
-
-_replay.register_transform("jvp", _make_jvp)
-
-
-# --------------------------------------------------------------------------
+def _transpose_grad_fn(grad_fn: Callable, variables: list, n_args: int, inputs: list, tin: list, outs: list) -> list:
+    # jvp = d/d(dy) <grad_fn(dy), t_in>: a gradient on a private tape, eagerly (grad_fn may need values).
+    tape = _core.Tape(watch_accessed_variables=False)
+    dys = [Tensor(jnp.zeros(o._value.shape, o._value.dtype)) for o in outs]
+    for d in dys:
+        if d._value.dtype in INEXACT:
+            tape.watch_tensor(d)
+    _core.push(tape)
+    try:
+        grads = _call_grad_fn(grad_fn, dys, tuple(variables), n_args)
+        terms = []
+        for k, (g, t) in enumerate(zip(grads, tin)):
+            if g is None or t is None:
+                continue
+            g = _cotangent_tensor(g, inputs[k]._value, k)
+            terms.append((g, t))
+    finally:
+        _core.pop(tape)
+    if not terms:
+        return [None] * len(outs)
+    targets = [g for g, _ in terms]
+    known = {g._id: g._value for g in targets}
+    source_ids = [(d._id,) for d in dys]
+    for d in dys:
+        known[d._id] = d._value
+    sl = _replay.build_slice(tape.eqns, targets, source_ids, known)
+    if not sl.groups:
+        return [None] * len(outs)
+    used = [t for (g, t), u in zip(terms, sl.targets_used) if u]
+    grads_out = _interpret.gradient(sl, [g for (g, _), u in zip(terms, sl.targets_used) if u],
+                                    [_interpret.handle(t._id, t._value) for t in used])
+    it = iter(grads_out)
+    return [next(it) if c else None for c in sl.connected]
 
 
 class ForwardAccumulator:
@@ -153,11 +189,10 @@ class ForwardAccumulator:
     """
 
     def __init__(self, primals: Any, tangents: Any):
-        self._tape = _core.Tape(watch_accessed_variables=False)
+        self._acc = _Tangents()
         self._recording = False
-        self._tensor_tangents: dict[int, Tensor] = {}  # primal id -> tangent
-        self._variable_tangents: dict[int, Tensor] = {}  # variable uid -> tangent
-        self._sources: list = []  # (primal, tangent) of the floating primals
+        self._primal_tangents: dict[int, Tensor] = {}  # primal id -> its tangent (jvp of a primal)
+        self._variable_tangents: dict[int, Tensor] = {}  # variable uid -> its tangent, as given
         flat_p, _ = _flatten(primals)
         seen: set = set()
         for p in flat_p:
@@ -192,16 +227,18 @@ class ForwardAccumulator:
                 f"{list(tshape)} was given for a primal of shape {list(pshape)}. Pass tangents with the shapes of "
                 "their primals (a scalar broadcasts)."
             )
+        full = tangent
+        if tshape != pshape:
+            # A scalar tangent broadcasts; the tangent rules need the primal's shape.
+            full = Tensor(jnp.broadcast_to(tangent._value, pshape))
         if isinstance(primal, VariableBase):
             self._variable_tangents[primal._uid] = tangent
             if primal._value.dtype in INEXACT:
-                self._tape.watch_variable(primal)
+                self._acc.variables[primal._uid] = full
         else:
-            self._tensor_tangents[primal._id] = tangent
+            self._primal_tangents[primal._id] = tangent
             if primal._value.dtype in INEXACT:
-                self._tape.watch_tensor(primal)
-        if primal._value.dtype in INEXACT:
-            self._sources.append((primal, tangent))
+                self._acc.set(primal, full)
 
     # --- context ----------------------------------------------------------------
 
@@ -216,13 +253,13 @@ class ForwardAccumulator:
     def _push_accumulator(self) -> None:
         if self._recording:
             raise ValueError("Accumulator is already recording.")
-        _core.push(self._tape)
+        _core.push_accumulator(self._acc)
         self._recording = True
 
     def _pop_accumulator(self) -> None:
         if not self._recording:
             raise ValueError("Accumulator is not recording.")
-        _core.pop(self._tape)
+        _core.pop_accumulator(self._acc)
         self._recording = False
 
     # --- jvp ------------------------------------------------------------------------
@@ -247,50 +284,14 @@ class ForwardAccumulator:
         for v in flat:
             if not isinstance(v, Tensor | VariableBase):
                 raise AttributeError(f"'{type(v).__name__}' object has no attribute '_id'")
-        out: list = [None] * len(flat)
-        targets: list = []
-        where: list = []
-        for k, v in enumerate(flat):
+        out: list = []
+        for v in flat:
             if isinstance(v, VariableBase):
-                out[k] = self._variable_tangents.get(v._uid)
-            elif v._id in self._tensor_tangents:
-                out[k] = self._tensor_tangents[v._id]
+                out.append(self._variable_tangents.get(v._uid))
+            elif v._id in self._primal_tangents:
+                out.append(self._primal_tangents[v._id])
             else:
-                targets.append(v)
-                where.append(k)
-        if targets and self._sources and self._tape.eqns:
-            for k, t in zip(where, self._replay(targets)):
-                out[k] = t
+                out.append(self._acc.tangents.get(v._id))
         if ug is UnconnectedGradients.ZERO:
             out = [Tensor(jnp.zeros(v._value.shape, v._value.dtype)) if o is None else o for o, v in zip(out, flat)]
         return jax.tree_util.tree_unflatten(tdef, out)
-
-    def _replay(self, targets: list) -> list:
-        tape = self._tape
-        known: dict = {}
-        source_ids = []
-        for p, _ in self._sources:
-            if isinstance(p, VariableBase):
-                source_ids.append(tuple(tape.var_reads.get(p._uid, ())))
-            else:
-                known[p._id] = p._value
-                source_ids.append((p._id,))
-        for t in targets:
-            known[t._id] = t._value
-        sl = _replay.build_slice(tape.eqns, targets, source_ids, known)
-        if not sl.groups or not any(sl.targets_used):
-            return [None] * len(targets)
-        tangents = [t for (_, t), c in zip(self._sources, sl.connected) if c]
-        # Tapes outside record this jvp (reverse over forward); this accumulator
-        # does not: TF's jvp of a jvp taken inside the block is None.
-        rec = _core.state.recording
-        mine = [k for k, t in enumerate(rec) if t is tape]
-        for k in reversed(mine):
-            del rec[k]
-        try:
-            outs = _replay.run_transform(sl, (), "jvp", [t._value for t in tangents], [t._id for t in tangents])
-        finally:
-            for k in mine:
-                rec.insert(k, tape)
-        it = iter(outs)
-        return [next(it) if u else None for u in sl.targets_used]

@@ -178,7 +178,7 @@ class Function:
                 )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _core.state.tracing or _core.state.recording:
+        if _core.state.tracing or _core.state.recording or _core.state.accumulators:
             # Inside another step's trace, inline. Under an eager tape that records,
             # run the Python so that tape sees every op (replays are still compiled).
             return self.python_function(*args, **kwargs)

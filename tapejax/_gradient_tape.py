@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import jax
 import jax.numpy as jnp
 
-from . import _core, _jacobian, _replay, errors
+from . import _core, _interpret, _jacobian, _replay, errors
 from . import config as _config
 from ._core import Tensor, VariableBase
 from ._dtypes import INEXACT, from_np
@@ -246,7 +246,14 @@ class GradientTape:
                 # TF: only a watched source (explicitly, or as the output of a recorded op)
                 # gets a gradient, even if an unwatched constant fed a recorded op; a source
                 # that is itself a target still gets ones.
-                ids.append((s._id,) if s._id in tape.watched or any(t is s for t in targets) else ())
+                if s._id in tape.watched:
+                    ids.append((s._id,))
+                elif any(t is s for t in targets) and not _consumed(tape, s._id, targets):
+                    ids.append((s._id,))
+                else:
+                    # TF: an unwatched source that is also a target gets ones, unless a
+                    # recorded op on the way to the targets consumed it; then None.
+                    ids.append(())
         return ids
 
     def _cut(self, tape: _core.Tape, targets: list, flat_sources: list) -> tuple:
@@ -297,7 +304,17 @@ class GradientTape:
         given = tuple(g for g, u in zip(cot_given, used) if u)
         extra = [c for c, g, u in zip(cots, cot_given, used) if g and u]
         extra_ids = [i for i, g, u in zip(cot_ids, cot_given, used) if g and u]
-        grads = _replay.run_transform(sl, (given,), "vjp", extra, extra_ids) if sl.groups else ()
+        if not sl.groups:
+            grads: tuple = ()
+        elif _interpret.interpret_needed(sl, extra_ids):
+            # Watched by an outer tape or accumulator, or holding a Python grad_fn:
+            # op by op, each backward op recorded where it is watched (TF's semantics).
+            used_t = [t for t, u in zip(targets, used) if u]
+            given_t = [_interpret.handle(i, c) if g else None
+                       for c, i, g, u in zip(cots, cot_ids, cot_given, used) if u]
+            grads = _interpret.gradient(sl, used_t, given_t)
+        else:
+            grads = _replay.run_transform(sl, (given,), "vjp", extra, extra_ids)
         self._end_use()
 
         out = []
@@ -381,6 +398,17 @@ class GradientTape:
         return _jacobian.batch_jacobian(
             self, target, source, unconnected_gradients, parallel_iterations, experimental_use_pfor
         )
+
+
+def _consumed(tape: _core.Tape, i: int, targets: list) -> bool:
+    """Is tensor ``i`` an input of a recorded op that some target depends on?"""
+    needed = {t._id for t in targets}
+    for e in reversed(tape.eqns):
+        if any(o in needed for o in e.out_ids):
+            if i in e.in_ids:
+                return True
+            needed.update(j for j in e.in_ids if j is not None)
+    return False
 
 
 def _same(a: Any, b: Any) -> bool:

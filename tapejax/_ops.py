@@ -54,7 +54,8 @@ def _export(fn: Callable, *names: str, jax_name: str | None = None) -> Callable:
     return fn
 
 
-def prim(name: str, impl: Callable, differentiable: bool = True, multiple_results: bool = False, jit: bool = True) -> Primitive:
+def prim(name: str, impl: Callable, differentiable: bool = True, multiple_results: bool = False, jit: bool = True,
+         recorded: bool = True) -> Primitive:
     """Register a primitive. ``jit=True`` compiles ``impl`` once per (static params, input shapes).
 
     An impl built from several jnp calls would otherwise compile and dispatch
@@ -64,7 +65,7 @@ def prim(name: str, impl: Callable, differentiable: bool = True, multiple_result
     side effects.
     """
     already = hasattr(impl, "lower") or type(impl).__name__ == "ufunc"  # a jitted jnp function or a jnp ufunc
-    p = Primitive(name, _compiled_impl(impl) if jit and not already else impl, differentiable, multiple_results)
+    p = Primitive(name, _compiled_impl(impl) if jit and not already else impl, differentiable, multiple_results, recorded)
     PRIMS[name] = p
     return p
 
@@ -444,6 +445,12 @@ def _other(v: Any, like: np.dtype) -> Any:
 
 def _binary_operands(opname: str, x: Any, y: Any) -> tuple:
     xt, yt = _is_t(x), _is_t(y)
+    if opname == "AddV2" and xt and type(y) is float and from_np(_dt(x)).is_integer:
+        # TF's add converts the Python float with only a dtype *hint*, then AddV2 rejects it.
+        raise errors.InvalidArgumentError(
+            f"cannot compute AddV2 as input #1(zero-based) was expected to be a {from_np(_dt(x)).name} tensor but "
+            "is a float tensor. TF does not mix Python floats into integer ops; use an int, or tf.cast first."
+        )
     if xt and yt:
         if _dt(x) != _dt(y):
             raise errors.InvalidArgumentError(
@@ -647,7 +654,7 @@ def norm_axis(axis: Any, ndim: int, opname: str = "reduction") -> Any:
     out = []
     for a in axes:
         a = int(a)
-        if not -max(ndim, 1) <= a < max(ndim, 1):
+        if not -ndim <= a < ndim:
             raise errors.InvalidArgumentError(
                 f"Invalid reduction dimension ({a} for input with {ndim} dimension(s)) in {opname}; "
                 f"use an axis in [-{ndim}, {ndim})."
@@ -741,9 +748,10 @@ def _std(x: Any, axis: Any, keepdims: bool) -> Any:
 
 def _euclidean_norm(x: Any, axis: Any, keepdims: bool) -> Any:
     sq = jnp.real(x * jnp.conj(x)) if jnp.iscomplexobj(x) else x * x
-    out = _tfgrad.sqrt(jnp.sum(sq, axis=axis, keepdims=keepdims))
     if jnp.issubdtype(x.dtype, jnp.integer):
-        return out
+        # TF's EuclideanNorm keeps an integer input's dtype (the root truncated).
+        return jnp.sqrt(jnp.sum(sq, axis=axis, keepdims=keepdims).astype(jnp.float32)).astype(x.dtype)
+    out = _tfgrad.sqrt(jnp.sum(sq, axis=axis, keepdims=keepdims))
     return out.astype(x.dtype)
 
 
@@ -940,19 +948,24 @@ _OPERATORS = {
 }
 
 
-def _eq(self: Any, other: Any) -> Any:
-    # TF 2: == is elementwise; comparing with None (or anything non-numeric) is False.
-    if other is None or not isinstance(other, Tensor | VariableBase | int | float | bool | complex | np.ndarray | np.generic | list | tuple):
-        return False
-    try:
-        return _E["equal"](self, other)
-    except (errors.InvalidArgumentError, TypeError, ValueError):
-        return False
+def _eq(self: Any, other: Any, op: str = "equal") -> Any:
+    # TF 2's tensor_equals: None compares False; otherwise the elementwise op with its
+    # dtype errors (TypeError for a Python float beside ints, InvalidArgumentError for
+    # mixed tensor dtypes), and shapes that do not broadcast give a scalar False/True
+    # (``incompatible_shape_error=False``).
+    if other is None:
+        return op != "equal"
+    if _is_t(other) and _is_t(self):
+        try:
+            jnp.broadcast_shapes(tuple(self._value.shape), tuple(other._value.shape))
+        except ValueError:
+            if _dt(self) == _dt(other):
+                return Tensor(jnp.asarray(op != "equal"))
+    return _E[op](self, other)
 
 
 def _ne(self: Any, other: Any) -> Any:
-    r = _eq(self, other)
-    return True if r is False else _E["logical_not"](r)
+    return _eq(self, other, "not_equal")
 
 
 _OPERATORS["__eq__"] = _eq

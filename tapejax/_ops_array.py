@@ -109,6 +109,12 @@ def ones(shape: Any, dtype: Any = "float32", name: str | None = None, layout: An
     return Tensor(jnp.ones(_ints(shape, "shape"), _dtype_or(dtype)))
 
 
+# Recorded but not differentiable (TF's ZerosLike/OnesLike): the result can be a
+# source of a gradient, while no gradient reaches ``input``.
+_zeros_like_p = prim("zeros_like", lambda x, dtype: jnp.zeros(jnp.shape(x), dtype), differentiable=False)
+_ones_like_p = prim("ones_like", lambda x, dtype: jnp.ones(jnp.shape(x), dtype), differentiable=False)
+
+
 def zeros_like(input: Any, dtype: Any = None, name: str | None = None, layout: Any = None) -> Tensor:  # noqa: A002
     """Zeros with the shape (and dtype, unless given) of ``input`` (not connected to it), as ``tf.zeros_like``.
 
@@ -117,8 +123,8 @@ def zeros_like(input: Any, dtype: Any = None, name: str | None = None, layout: A
         >>> tf.zeros_like(tf.constant([1, 2])).numpy().tolist()
         [0, 0]
     """
-    v = _as_t(input)._value
-    return Tensor(jnp.zeros(v.shape, _dtype_or(dtype) if dtype is not None else v.dtype))
+    t = _as_t(input)
+    return bind(_zeros_like_p, t, dtype=_dtype_or(dtype) if dtype is not None else t._value.dtype)
 
 
 def ones_like(input: Any, dtype: Any = None, name: str | None = None, layout: Any = None) -> Tensor:  # noqa: A002
@@ -129,8 +135,8 @@ def ones_like(input: Any, dtype: Any = None, name: str | None = None, layout: An
         >>> tf.ones_like(tf.constant([1.0, 2.0])).numpy().tolist()
         [1.0, 1.0]
     """
-    v = _as_t(input)._value
-    return Tensor(jnp.ones(v.shape, _dtype_or(dtype) if dtype is not None else v.dtype))
+    t = _as_t(input)
+    return bind(_ones_like_p, t, dtype=_dtype_or(dtype) if dtype is not None else t._value.dtype)
 
 
 _fill_p = prim("fill", lambda value, shape: jnp.broadcast_to(value, shape))

@@ -172,6 +172,8 @@ class Slice:
     # The recorded equations behind ``code``, in order: their input values are the
     # forward residuals a gradient can reuse instead of recomputing (``vjp_res``).
     eqns: list = field(default_factory=list)
+    # Per entry of ``diff``, the tensor id it differentiates (the interpreted tier works on ids).
+    diff_ids: list = field(default_factory=list)
 
 
 def build_slice(
@@ -196,7 +198,10 @@ def build_slice(
         else:
             continue
         cand.append(e)
-        needed.update(i for i in e.in_ids if i is not None)
+        if e.prim.differentiable:
+            # A non-differentiable op (round, zeros_like) is recorded so that its
+            # outputs can be sources, but no gradient flows into its inputs.
+            needed.update(i for i in e.in_ids if i is not None)
     cand.reverse()
 
     connected = [any(i in needed for i in ids) for ids in source_ids]
@@ -204,6 +209,8 @@ def build_slice(
     reach = set(src)
     sl: list[Eqn] = []
     for e in cand:
+        if not e.prim.differentiable:
+            continue  # its outputs are constants of the slice (leaves with their recorded values)
         for i in e.in_ids:
             if i in reach:
                 break
@@ -250,6 +257,7 @@ def build_slice(
         code.append((e.prim, _freeze(e.params), tuple(ins), len(e.out_ids)))
 
     diff: list = []
+    diff_ids: list = []
     dindex: dict[int, int] = {}
     groups = []
     for ids, c in zip(source_ids, connected):
@@ -261,6 +269,7 @@ def build_slice(
                 continue
             if i not in dindex:
                 dindex[i] = len(diff)
+                diff_ids.append(i)
                 if i in pslot:
                     v = known[i]
                     diff.append(("eps", pslot[i], v.shape, v.dtype))
@@ -282,7 +291,8 @@ def build_slice(
             used.append(True)
         else:
             used.append(False)  # a constant with respect to every source
-    return Slice(tuple(code), leaf_ids, leaf_vals, tuple(diff), tuple(groups), tuple(target_slots), connected, used, sl)
+    return Slice(tuple(code), leaf_ids, leaf_vals, tuple(diff), tuple(groups), tuple(target_slots), connected, used, sl,
+                 diff_ids)
 
 
 # --------------------------------------------------------------------------

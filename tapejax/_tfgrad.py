@@ -118,7 +118,9 @@ def sqrt(x: Any) -> Any:
 @sqrt.defjvp
 def _sqrt_jvp(primals: tuple, tangents: tuple) -> tuple:
     (x,), (t,) = primals, tangents
-    y = jnp.sqrt(x)
+    # The rule calls ``sqrt`` itself (not jnp.sqrt): a higher-order derivative
+    # then differentiates the primal output with TF's rule too, as TF's graph does.
+    y = sqrt(x)
     # TF's SqrtGrad (dy * 0.5 / conj(y), 0 where dy is 0) is the vjp of this
     # holomorphic tangent rule; the replay adds TF's complex conjugation.
     return y, mul_nonan(t, 0.5 / y)
@@ -132,7 +134,7 @@ def rsqrt(x: Any) -> Any:
 @rsqrt.defjvp
 def _rsqrt_jvp(primals: tuple, tangents: tuple) -> tuple:
     (x,), (t,) = primals, tangents
-    y = lax.rsqrt(x)
+    y = rsqrt(x)
     # TF's RsqrtGrad: dy * -0.5 * conj(y)^3, with 0 where dy is 0.
     return y, mul_nonan(t, -0.5 * y * y * y)
 
@@ -161,7 +163,9 @@ def _real_abs(x: Any) -> Any:
 def _real_abs_jvp(primals: tuple, tangents: tuple) -> tuple:
     (x,), (t,) = primals, tangents
     # TF's AbsGrad: dy * sign(x), so 0 at 0 (JAX's abs has derivative 1 at 0).
-    return jnp.abs(x), t * jnp.sign(x)
+    # The primal output is ``_real_abs`` again so that second order keeps the rule
+    # (d/dx of abs(x) inside a first derivative is sign(x), 0 at 0, as in TF).
+    return _real_abs(x), t * jnp.sign(x)
 
 
 def abs(x: Any) -> Any:  # noqa: A001  (TF's name)
@@ -199,12 +203,12 @@ def pow(x: Any, y: Any) -> Any:  # noqa: A001  (TF's name)
 def _pow_jvp(primals: tuple, tangents: tuple) -> tuple:
     x, y = (jnp.asarray(v) for v in primals)
     tx, ty = tangents
-    z = jnp.power(x, y)
+    z = pow(x, y)
     # TF's _PowGrad: dz/dx = y * x^(y-1) (so 0^0 gives nan, as in TF; JAX gives 0),
     # dz/dy = z * log(x) where x > 0 and 0 elsewhere (TF masks negative bases and 0;
     # for complex x it masks x == 0 only).
     yf = y.astype(z.dtype) if not jnp.iscomplexobj(y) or jnp.iscomplexobj(z) else y
-    dx = yf * jnp.power(x, yf - jnp.ones_like(yf))
+    dx = yf * pow(x, yf - jnp.ones_like(yf))
     if jnp.iscomplexobj(x):
         pos = x != 0
     else:

@@ -1,0 +1,382 @@
+"""Derivatives computed op by op, as TF computes them: the exact tier.
+
+A gradient that some tape or accumulator is watching (a nested tape, a
+persistent tape asked inside its own block, a gradient inside a
+ForwardAccumulator), or whose slice holds an op with a Python backward (a
+custom_gradient's grad_fn), is not run as one compiled program. It is
+*interpreted*: the slice is walked in reverse and each op's pullback is bound
+as an op of its own (``VJP``), over the very tensors (ids) the forward pass
+used. The tapes outside record those ops, the accumulators compute their
+tangents, so a derivative of the gradient reaches every forward value the
+backward pass used (TF's recorded gradient ops), not only the leaves.
+
+Forward mode works the same way: ``JVP`` binds an op's tangent rule over its
+primals and tangents, as the op runs.
+
+Connectivity follows TF's: an input a derived op does not read (the primal
+inputs of an add's pullback) is passed as a constant, so a derivative through
+it is None, not zero. Which inputs are read is found once per op signature
+from the derived function's jaxpr.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._core import Primitive, Tensor, VariableBase, bind, state
+from ._dtypes import INEXACT
+from ._replay import Slice, _differentiable_deps
+
+__all__ = ["VJP", "JVP", "handle", "interpret_needed", "gradient", "jvp_op"]
+
+
+def handle(i: int | None, v: Any) -> Any:
+    """The tensor with id ``i`` and value ``v`` (a new handle to a recorded tensor), or ``v`` for a constant."""
+    if i is None:
+        return v
+    t = Tensor.__new__(Tensor)
+    t._value = v
+    t._id = i
+    return t
+
+
+def _is_tracer(vals: Sequence[Any]) -> bool:
+    return any(isinstance(v, jax.core.Tracer) for v in vals)
+
+
+def _aval(v: Any) -> Any:
+    if hasattr(v, "shape") and hasattr(v, "dtype"):
+        return (tuple(v.shape), np.dtype(v.dtype), bool(getattr(v, "weak_type", False)))
+    return (type(v), v) if type(v) in (int, float, bool, complex) else type(v)
+
+
+class _Derived:
+    """Functions derived from a primitive (its pullback, its tangent rule), per signature.
+
+    Run eagerly for the first calls of a signature (no compile: a notebook's
+    first higher-order gradient), compiled from the third call on (a training
+    loop). Inside a trace the function is inlined.
+    """
+
+    _EAGER_CALLS = 2
+    _MAX = 2048
+
+    def __init__(self, build: Callable[[tuple], Callable], zeros_connect: Callable[[tuple], tuple] | None = None):
+        self.build = build
+        self.zeros_connect = zeros_connect
+        self.fns: OrderedDict = OrderedDict()
+        self.live: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()
+
+    def _entry(self, sig: tuple) -> list:
+        with self.lock:
+            e = self.fns.get(sig)
+            if e is None:
+                e = self.fns[sig] = [self.build(sig), None, 0]
+                if len(self.fns) > self._MAX:
+                    self.fns.popitem(last=False)
+            return e
+
+    def __call__(self, sig: tuple, vals: Sequence[Any]) -> tuple:
+        e = self._entry(sig)
+        if _is_tracer(vals):
+            return e[0](*vals)
+        e[2] += 1
+        if e[2] <= self._EAGER_CALLS:
+            return e[0](*vals)
+        if e[1] is None:
+            e[1] = jax.jit(e[0])
+        return e[1](*vals)
+
+    def live_inputs(self, sig: tuple, vals: Sequence[Any]) -> list:
+        """Per input: does any output read it (data dependence, comparisons included)?"""
+        key = (sig, tuple(_aval(v) for v in vals))
+        with self.lock:
+            live = self.live.get(key)
+        if live is None:
+            fn = self._entry(sig)[0]
+            try:
+                closed = jax.make_jaxpr(fn)(*vals)
+                live = _differentiable_deps(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+                if self.zeros_connect is not None:
+                    # A cotangent that is a constant zero (JAX's symbolic zero: relu's
+                    # second derivative) is, in TF's gradient functions, zeros_like(x):
+                    # an op on that input, which keeps it connected (zeros, not None).
+                    const = [not d for d in _forward_deps(closed.jaxpr, [True] * len(vals))]
+                    for j, c in zip(self.zeros_connect(sig), const):
+                        if c:
+                            live[j] = True
+            except Exception:  # noqa: BLE001 - an analysis failure costs precision (zeros for None), never values
+                live = [True] * len(vals)
+            with self.lock:
+                self.live[key] = live
+                if len(self.live) > self._MAX:
+                    self.live.popitem(last=False)
+        return live
+
+
+def _op_fn(prim: Primitive, params: tuple, args: list, act: tuple) -> Callable:
+    pd = dict(params)
+
+    def f(*d: Any) -> tuple:
+        a = list(args)
+        for j, v in zip(act, d):
+            a[j] = v
+        out = prim.impl(*a, **pd)
+        return tuple(out) if prim.multiple_results else (out,)
+
+    return f
+
+
+def _zero_ct(o: Any) -> Any:
+    if jnp.issubdtype(o.dtype, jnp.inexact):
+        return jnp.zeros(o.shape, o.dtype)
+    return np.zeros(o.shape, jax.dtypes.float0)
+
+
+def _build_vjp(sig: tuple) -> Callable:
+    prim, params, n_in, act, ctmask = sig
+
+    def pullback(*vals: Any) -> tuple:
+        args = list(vals[:n_in])
+        outs, pb = jax.vjp(_op_fn(prim, params, args, act), *[args[j] for j in act])
+        given = dict(zip(ctmask, vals[n_in:]))
+        cts = tuple(given[k] if k in given else _zero_ct(o) for k, o in enumerate(outs))
+        return tuple(pb(cts))
+
+    return pullback
+
+
+def _build_jvp(sig: tuple) -> Callable:
+    prim, params, n_in, tmask, omask = sig
+
+    def tangent(*vals: Any) -> tuple:
+        args = list(vals[:n_in])
+        _, tans = jax.jvp(_op_fn(prim, params, args, tmask), tuple(args[j] for j in tmask), tuple(vals[n_in:]))
+        return tuple(tans[k] for k in omask)
+
+    return tangent
+
+
+_vjps = _Derived(_build_vjp, zeros_connect=lambda sig: sig[3])  # output k is the cotangent of input act[k]
+_jvps = _Derived(_build_jvp)
+
+
+def _vjp_impl(*vals: Any, op: Primitive, params: tuple, n_in: int, act: tuple, ctmask: tuple) -> tuple:
+    return _vjps((op, params, n_in, act, ctmask), vals)
+
+
+def _jvp_impl(*vals: Any, op: Primitive, params: tuple, n_in: int, tmask: tuple, omask: tuple) -> tuple:
+    return _jvps((op, params, n_in, tmask, omask), vals)
+
+
+# An op's pullback and its tangent rule, as ops: recorded where their inputs are
+# watched, so they can be differentiated again (any order, any nesting).
+VJP = Primitive("vjp", _vjp_impl, multiple_results=True)
+JVP = Primitive("jvp", _jvp_impl, multiple_results=True)
+ADD = Primitive("add_any", jnp.add)
+CONJ = Primitive("conj", jnp.conj)
+
+
+def _seed_impl(g: Any, shape: tuple, dtype: Any) -> Any:
+    c = jnp.broadcast_to(g, shape)
+    if jnp.issubdtype(np.dtype(dtype), jnp.complexfloating):
+        return jnp.conj(c).astype(dtype)
+    return jnp.asarray(c, dtype)
+
+
+SEED = Primitive("seed_cotangent", _seed_impl)
+
+
+def _watched(vals: Sequence[Any]) -> bool:
+    # Would binding an op over these inputs reach any tape or accumulator?
+    ids = [v._id for v in vals if isinstance(v, Tensor)]
+    if not ids:
+        return False
+    for tape in state.recording:
+        w = tape.watched
+        if any(i in w for i in ids):
+            return True
+    for acc in state.accumulators:
+        t = acc.tangents
+        if any(i in t for i in ids):
+            return True
+    return False
+
+
+def _bind_derived(prim: Primitive, derived: _Derived, sig: tuple, inputs: list, params: dict,
+                  all_live: bool = False) -> tuple:
+    vals = [v._value if isinstance(v, Tensor) else v for v in inputs]
+    if _watched(inputs):
+        if all_live:
+            return bind(prim, *inputs, **params)
+        live = derived.live_inputs(sig, vals)
+        inputs = [v if keep else val for v, val, keep in zip(inputs, vals, live)]
+        return bind(prim, *inputs, **params)
+    return tuple(Tensor(o) for o in derived(sig, vals))
+
+
+def vjp_op(prim: Primitive, params: tuple, inputs: list, cts: list, act: tuple, ctmask: tuple) -> tuple:
+    """Input cotangents (for ``act``) of one op, as a bound ``VJP`` op over ``inputs`` and ``cts``."""
+    sig = (prim, params, len(inputs), act, ctmask)
+    kw = {"op": prim, "params": params, "n_in": len(inputs), "act": act, "ctmask": ctmask}
+    return _bind_derived(VJP, _vjps, sig, list(inputs) + list(cts), kw)
+
+
+def jvp_op(prim: Primitive, params: tuple, inputs: list, tangents: list, tmask: tuple, omask: tuple) -> list:
+    """Output tangents (for ``omask``) of one op, as a bound ``JVP`` op; None where the tangent
+    does not depend on the input tangents (TF: a None tangent, as for sign or a constant)."""
+    sig = (prim, params, len(inputs), tmask, omask)
+    kw = {"op": prim, "params": params, "n_in": len(inputs), "tmask": tmask, "omask": omask}
+    vals = [v._value if isinstance(v, Tensor) else v for v in list(inputs) + list(tangents)]
+    connected = _tangent_connected(sig, vals)
+    if not any(connected):
+        return [None] * len(omask)
+    # TF derives a tangent from the op's gradient function (a double vjp), which
+    # reads the op's inputs: the tangent stays connected to every primal input.
+    outs = _bind_derived(JVP, _jvps, sig, list(inputs) + list(tangents), kw, all_live=True)
+    return [o if c else None for o, c in zip(outs, connected)]
+
+
+_tconn: OrderedDict = OrderedDict()
+_tconn_lock = threading.Lock()
+
+
+def _forward_deps(jaxpr: Any, live_in: list) -> list:
+    """Per output of ``jaxpr``: does it depend on any input marked in ``live_in``?"""
+    live = {v for v, l in zip(jaxpr.invars, live_in) if l}
+    for eqn in jaxpr.eqns:
+        if any((not hasattr(v, "val")) and v in live for v in eqn.invars):
+            live.update(eqn.outvars)
+    return [(not hasattr(v, "val")) and v in live for v in jaxpr.outvars]
+
+
+def _tangent_connected(sig: tuple, vals: list) -> list:
+    key = (sig, tuple(_aval(v) for v in vals))
+    with _tconn_lock:
+        c = _tconn.get(key)
+    if c is None:
+        n_in = sig[2]
+        try:
+            closed = jax.make_jaxpr(_jvps._entry(sig)[0])(*vals)
+            c = _forward_deps(closed.jaxpr, [k >= n_in for k in range(len(vals))])
+        except Exception:  # noqa: BLE001 - unknown: assume connected
+            c = [True] * len(sig[4])
+        with _tconn_lock:
+            _tconn[key] = c
+            if len(_tconn) > 4096:
+                _tconn.popitem(last=False)
+    return c
+
+
+# --------------------------------------------------------------------------
+# The interpreted gradient.
+
+
+def has_python_backward(sl: Slice) -> bool:
+    """Does the slice hold an op whose backward is Python code to run on Tensors (a grad_fn)?"""
+    for e in sl.eqns:
+        if e.aux is not None and getattr(e.prim, "eager_vjp", None) is not None:
+            return True
+    return False
+
+
+def interpret_needed(sl: Slice, extra_ids: Sequence[Any]) -> bool:
+    """Must this gradient be interpreted op by op (see the module docstring)?"""
+    if has_python_backward(sl):
+        return True
+    rec, accs = state.recording, state.accumulators
+    if not rec and not accs:
+        return False
+    ids = [i for i in sl.leaf_ids if i is not None]
+    for e in sl.eqns:
+        ids.extend(e.out_ids)
+    ids.extend(i for i in extra_ids if i is not None)
+    for tape in rec:
+        w = tape.watched
+        for i in ids:
+            if i in w:
+                return True
+    for acc in accs:
+        t = acc.tangents
+        for i in ids:
+            if i in t:
+                return True
+    return False
+
+
+def _add(a: Tensor | None, b: Tensor) -> Tensor:
+    return b if a is None else bind(ADD, a, b)
+
+
+def _complex(v: Any) -> bool:
+    return jnp.issubdtype(jnp.result_type(v), jnp.complexfloating)
+
+
+def gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tuple:
+    """Per connected source group of ``sl``, its gradient, computed op by op.
+
+    ``targets`` are the used targets (``sl.targets_used``) and ``given`` their
+    output gradients (Tensors, or None for ones). JAX's cotangent convention
+    inside; TF's conjugate for complex values at both ends, as in the compiled tier.
+    """
+    ct: dict[int, Tensor] = {}
+    for t, g in zip(targets, given):
+        v = t._value
+        if g is None:
+            seed = Tensor(jnp.ones(v.shape, v.dtype))
+        else:
+            seed = bind(SEED, g, shape=tuple(v.shape), dtype=np.dtype(v.dtype))
+        ct[t._id] = _add(ct.get(t._id), seed)
+    reach = set(i for i in sl.diff_ids)
+    for e in sl.eqns:
+        reach.update(e.out_ids)
+    for e in reversed(sl.eqns):
+        outs = e.out_ids
+        if not any(o in ct for o in outs):
+            continue
+        eager = getattr(e.prim, "eager_vjp", None) if e.aux is not None else None
+        if eager is not None:
+            in_cts = eager(e, [ct.get(o) for o in outs])
+        else:
+            act = tuple(j for j, (i, v) in enumerate(zip(e.in_ids, e.in_vals))
+                        if i is not None and i in reach and jnp.result_type(v) in INEXACT)
+            if not act:
+                continue
+            ctmask = tuple(k for k, o in enumerate(outs) if o in ct)
+            inputs = [handle(i, v) for i, v in zip(e.in_ids, e.in_vals)]
+            res = vjp_op(e.prim, _freeze(e.params), inputs, [ct[outs[k]] for k in ctmask], act, ctmask)
+            in_cts = dict(zip(act, res))
+        for j, c in in_cts.items():
+            i = e.in_ids[j]
+            if c is not None and i is not None and i in reach:
+                ct[i] = _add(ct.get(i), c)
+    grads = []
+    for grp in sl.groups:
+        acc = None
+        for k in grp:
+            c = ct.get(sl.diff_ids[k])
+            if c is not None:
+                acc = _add(acc, c)
+        if acc is None:
+            d = sl.diff[grp[0]]
+            v = sl.leaf_vals[d[1]] if d[0] == "leaf" else jnp.zeros(d[2], d[3])
+            acc = Tensor(jnp.zeros(jnp.shape(v), jnp.result_type(v)))
+        elif _complex(acc._value):
+            acc = bind(CONJ, acc)
+        grads.append(acc)
+    return tuple(grads)
+
+
+def _freeze(params: dict) -> tuple:
+    return tuple(sorted(params.items())) if params else ()
+
+
+def variable_value(v: Any) -> Any:
+    return v._value if isinstance(v, Tensor | VariableBase) else v
