@@ -356,7 +356,8 @@ def _record(p: Primitive, params: dict, tensors: list, vals: list, outs: list, c
     """Record the call on every tape that watches an input. Inputs in ``cut`` are
     recorded as constants: the call gives them no gradient (a grad_fn's None)."""
     ids = tuple(None if (t is None or k in cut) else t._id for k, t in enumerate(tensors))
-    _core.record(p, params, ids, tuple(vals), outs, aux)
+    every = tuple(None if t is None else t._id for t in tensors)
+    _core.record(p, params, ids, tuple(vals), outs, aux, watched_ids=every)
 
 
 def _watched_by_any(tensors: list) -> bool:
@@ -408,7 +409,18 @@ class _CustomPrimitive(Primitive):
                 dys.append(bind(_interpret.CONJ, c))  # TF hands grad_fn the conjugate of JAX's cotangent
             else:
                 dys.append(c)
-        grads = _call_grad_fn(grad_fn, dys, tuple(variables), n_args)
+        try:
+            grads = _call_grad_fn(grad_fn, dys, tuple(variables), n_args)
+        except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError) as e:
+            name = getattr(grad_fn, "__qualname__", repr(grad_fn))
+            # TF: .numpy() on a graph tensor is an AttributeError, a Python bool of one a TypeError.
+            cls = AttributeError if isinstance(e, jax.errors.TracerArrayConversionError) else TypeError
+            raise cls(
+                f"custom_gradient's grad_fn {name!r} needs concrete values (it called .numpy() or branched on a "
+                f"tensor), but it runs traced here: inside a compiled tapejax.function step, or a jacobian. Compute "
+                f"the gradient eagerly (outside tapejax.function), or write grad_fn with tf ops only (tf.where "
+                f"instead of if). JAX said: {type(e).__name__}"
+            ) from e
         out = {}
         for k, g in enumerate(grads):
             if g is None or k >= len(eqn.in_vals) or eqn.in_ids[k] is None:
@@ -664,17 +676,17 @@ def custom_gradient(f: Callable | None = None) -> Callable:
     ``variables=None`` and return ``(input_grads, variable_grads)`` with one
     gradient per variable. Keyword arguments get no gradient.
 
-    The rule is a ``jax.custom_vjp``: it holds in compiled replays, nested tapes
-    and ``jacobian``; ``grad_fn``'s own tapejax ops are differentiated for higher
-    orders, as in TF. A forward accumulator, as in TF, differentiates ``f``'s own ops.
+    As in TF, ``f`` runs once, eagerly, with the active tapes recording its
+    ops, and ``grad_fn`` runs eagerly on Tensors whenever a gradient passes
+    through the call (``upstream.numpy()`` and Python branches on values work);
+    its ops are recorded by outer tapes, so higher orders differentiate them.
+    A forward accumulator gives each output the tangent of ``f``'s own ops, or,
+    where they leave it without one, the transpose of ``grad_fn`` (TF's rule).
 
-    Differences from TF: when a tape differentiates the call, ``f`` and
-    ``grad_fn`` are re-traced by JAX as pure functions of the inputs (once per
-    compiled program), so keep them free of side effects, random draws and
-    Python branches on tensor values. Tensors and Python numbers ``f`` captures
-    are keyed by identity (a new one compiles a new program); a non-trainable
-    variable is kept current if ``f`` names it (closure or global), not if it is
-    reached through an attribute. ``grad_fn`` also runs once abstractly
+    Differences from TF: inside ``jacobian``/``batch_jacobian`` and inside a
+    compiled ``tapejax.function`` step, ``f`` and ``grad_fn`` are traced by JAX
+    (a ``jax.custom_vjp``), so there keep them free of side effects and of
+    Python branches on values. ``grad_fn`` also runs once abstractly
     (``jax.eval_shape``) per shape signature when the call is recorded, to learn
     which inputs it gives None. A gradient of the wrong shape is broadcast to
     the input's shape or refused with ValueError, and one of the wrong dtype is

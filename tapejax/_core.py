@@ -301,13 +301,16 @@ def touch_variable(var: VariableBase) -> None:
             tape.watch_variable(var)
 
 
-def record(prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, outs: list[Tensor], aux: Any = None) -> None:
-    """Append one equation to every recording tape that watches one of ``in_ids``."""
+def record(prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, outs: list[Tensor], aux: Any = None,
+           watched_ids: tuple | None = None) -> None:
+    """Append one equation to every recording tape that watches one of ``in_ids``
+    (or of ``watched_ids``: an op whose inputs get no gradient, stored as constants,
+    is still recorded where they are watched, so its outputs can be sources)."""
     eqn = None
     diff_out: list[int] = []
     for tape in state.recording:
         w = tape.watched
-        for i in in_ids:
+        for i in (in_ids if watched_ids is None else watched_ids):
             if i in w:
                 break
         else:

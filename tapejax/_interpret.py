@@ -165,6 +165,16 @@ def _build_jvp(sig: tuple) -> Callable:
 
 
 _vjps = _Derived(_build_vjp, zeros_connect=lambda sig: sig[3])  # output k is the cotangent of input act[k]
+
+
+# Ops whose TF gradient kernel reads the op's *output* (ExpGrad, TanhGrad, SigmoidGrad):
+# their backward op takes ``y``, not ``x``, so a derivative with respect to ``y`` of a
+# gradient sees that use, as in TF. ``rule(y, ct) -> ct_x``.
+OUTPUT_RULES: dict[str, Primitive] = {
+    "exp": Primitive("ExpGrad", lambda y, ct: ct * jnp.conj(y)),
+    "tanh": Primitive("TanhGrad", lambda y, ct: ct * (1 - jnp.conj(y) * jnp.conj(y))),
+    "sigmoid": Primitive("SigmoidGrad", lambda y, ct: ct * (jnp.conj(y) * (1 - jnp.conj(y)))),
+}
 _jvps = _Derived(_build_jvp)
 
 
@@ -320,6 +330,18 @@ def _complex(v: Any) -> bool:
 
 
 def gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tuple:
+    """See ``_gradient``. Atomic: if any op of the backward pass raises, the ops it
+    already recorded on the tapes outside are removed, so no tape is left half-updated."""
+    marks = [(t, len(t.eqns)) for t in state.recording]
+    try:
+        return _gradient(sl, targets, given)
+    except BaseException:
+        for t, n in marks:
+            del t.eqns[n:]
+        raise
+
+
+def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tuple:
     """Per connected source group of ``sl``, its gradient, computed op by op.
 
     ``targets`` are the used targets (``sl.targets_used``) and ``given`` their
@@ -335,15 +357,24 @@ def gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tupl
             seed = bind(SEED, g, shape=tuple(v.shape), dtype=np.dtype(v.dtype))
         ct[t._id] = _add(ct.get(t._id), seed)
     reach = set(i for i in sl.diff_ids)
+    values: dict[int, Any] = {t._id: t._value for t in targets}
     for e in sl.eqns:
         reach.update(e.out_ids)
+        for i, v in zip(e.in_ids, e.in_vals):
+            if i is not None:
+                values[i] = v
     for e in reversed(sl.eqns):
         outs = e.out_ids
         if not any(o in ct for o in outs):
             continue
         eager = getattr(e.prim, "eager_vjp", None) if e.aux is not None else None
+        rule = OUTPUT_RULES.get(e.prim.name) if len(outs) == 1 and outs[0] in values else None
         if eager is not None:
             in_cts = eager(e, [ct.get(o) for o in outs])
+        elif rule is not None:
+            if e.in_ids[0] is None or e.in_ids[0] not in reach:
+                continue
+            in_cts = {0: bind(rule, handle(outs[0], values[outs[0]]), ct[outs[0]])}
         else:
             act = tuple(j for j, (i, v) in enumerate(zip(e.in_ids, e.in_vals))
                         if i is not None and i in reach and jnp.result_type(v) in INEXACT)

@@ -71,12 +71,12 @@ ROWS = [
      ["test_tensor.py::test_variable_basics"]),
     ("Variable (pytree)", "same", "jax.tree_util registration", ["test_tensor.py::test_tensor_and_variable_are_pytrees"]),
     # --- tf.autodiff ---------------------------------------------------------------------
-    ("autodiff.ForwardAccumulator(primals, tangents)", "same", "records like a tape; jvp replays through jax.jvp",
+    ("autodiff.ForwardAccumulator(primals, tangents)", "same", "tangents computed as ops run (JVP ops), as in TF",
      ["test_forward.py::test_basic_jvp", "test_forward.py::test_jvp_matches_jax",
       "test_forward.py::test_tangent_shape_mismatch"]),
-    ("autodiff.ForwardAccumulator.jvp(target, unconnected_gradients)", "same", "jax.jvp of the replayed slice",
+    ("autodiff.ForwardAccumulator.jvp(target, unconnected_gradients)", "same", "the tangent the ops computed",
      ["test_forward.py::test_unconnected_and_structures", "test_forward.py::test_zero_has_the_target_dtype_and_shape"]),
-    ("autodiff.ForwardAccumulator nested with GradientTape", "same", "jvp-of-vjp and vjp-of-jvp through replay primitives",
+    ("autodiff.ForwardAccumulator nested with GradientTape", "same", "JVP and VJP ops recorded on each other, TF's nesting order",
      ["test_forward.py::test_forward_over_backward", "test_forward.py::test_backward_over_forward",
       "test_forward.py::test_tf_docs_hvp_with_a_variable"]),
     # --- tf.UnconnectedGradients -----------------------------------------------------------
@@ -84,9 +84,9 @@ ROWS = [
      ["test_tape.py::test_unconnected_gradients_values",
       "test_tape.py::test_unknown_unconnected_gradients_raises_value_error"]),
     # --- tf.custom_gradient / tf.stop_gradient / tf.recompute_grad ---------------------------------
-    ("custom_gradient: f(x) -> (y, grad_fn(upstream))", "same", "jax.custom_vjp inside the replay",
+    ("custom_gradient: f(x) -> (y, grad_fn(upstream))", "same", "grad_fn runs eagerly in the interpreted backward (custom_vjp in compiled transforms)",
      ["test_custom_gradient.py::test_log1pexp_uses_the_custom_gradient",
-      "test_custom_gradient.py::test_holds_in_the_compiled_replay_cache"]),
+      "test_custom_gradient.py::test_grad_fn_runs_eagerly_on_every_gradient"]),
     ("custom_gradient: grad_fn(upstream, variables=None)", "same", "variable reads as extra custom_vjp inputs",
      ["test_custom_gradient.py::test_variables_form",
       "test_custom_gradient.py::test_variables_without_kwarg_is_a_type_error"]),
