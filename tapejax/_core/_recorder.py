@@ -17,7 +17,7 @@ import threading
 import weakref
 from typing import Any, Callable
 
-from ._dtypes import INEXACT
+from ._kinds import INEXACT
 
 __all__ = ["Tensor", "VariableBase", "Primitive", "Eqn", "Tape", "bind", "record", "state"]
 

@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._core import Primitive, Tensor, VariableBase, bind, state
-from ._dtypes import INEXACT
+from .._core._recorder import Primitive, Tensor, VariableBase, bind, state
+from .._core._kinds import INEXACT
 from ._replay import Slice, _differentiable_deps
 
 __all__ = ["VJP", "JVP", "handle", "interpret_needed", "gradient", "jvp_op"]

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._core import Eqn, Primitive, Tensor, record, state
-from ._dtypes import INEXACT as _INEXACT
+from .._core._recorder import Eqn, Primitive, Tensor, record, state
+from .._core._kinds import INEXACT as _INEXACT
 
 __all__ = ["Slice", "build_slice", "run_transform", "cache_info", "cache_clear", "set_cache_size", "set_compile"]
 

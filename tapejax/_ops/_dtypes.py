@@ -13,6 +13,8 @@ import jax
 import ml_dtypes
 import numpy as np
 
+from .._core._kinds import INEXACT
+
 __all__ = ["DType", "as_dtype", "x64_enabled", "enable_x64"]
 
 
@@ -151,9 +153,8 @@ bool_ = _BY_NAME["bool"]
 complex64 = _BY_NAME["complex64"]
 complex128 = _BY_NAME["complex128"]
 
-# The set a gradient can flow through; a frozenset of np.dtype makes the
-# per-op "is this output differentiable?" test a single hash lookup.
-INEXACT = frozenset(d._np for d in _BY_NP.values() if d.is_differentiable)
+# The set a gradient can flow through (owned by the recorder, which needs it too).
+assert INEXACT == frozenset(d._np for d in _BY_NP.values() if d.is_differentiable)
 _WIDE = frozenset(np.dtype(t) for t in (np.float64, np.int64, np.uint64, np.complex128))
 
 
