@@ -3,14 +3,15 @@ TF-signature functions built from them.
 
 Adding an op is one line in a table. Each entry becomes a ``Primitive`` (what
 the tape records) and a public function with TF's signature, dtype rules and
-gradient. This module holds the machinery, the elementwise ops, the reductions
-and the Tensor/Variable operators; the other families live in table-driven
-sibling modules imported at the bottom:
+gradient. This module holds the machinery, the elementwise ops and the
+reductions; the other families are table-driven sibling modules that import
+this one (never the reverse); ``tapejax._ops`` imports them all:
 
-* ``_ops_math``: scans, arg-reductions, top_k, segments, clipping, sorting.
-* ``_ops_array``: creation, shapes, indexing, gather/scatter, ``__getitem__``.
-* ``_ops_linalg``: matmul, tensordot, einsum, ``tf.linalg``.
-* ``_ops_nn``: ``tf.nn`` (activations, losses, convolution, pooling, dropout).
+* ``math``: scans, arg-reductions, top_k, segments, clipping, sorting.
+* ``array``: creation, shapes, indexing, gather/scatter, ``__getitem__``.
+* ``linalg``: matmul, tensordot, einsum, ``tf.linalg``.
+* ``nn``: ``tf.nn`` (activations, losses, convolution, pooling, dropout).
+* ``operators``: the Tensor/Variable operators.
 
 ``EXPORTS`` maps every public dotted name ("math.sin", "nn.relu", "sin") to its
 function; ``JAX_NAMES`` says which JAX function each maps to (for
@@ -29,8 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import _tfgrad, errors
-from ._core import Primitive, Tensor, VariableBase, bind
+from .. import errors
+from . import _tfgrad
+from .._core._recorder import Primitive, Tensor, VariableBase, bind
 from ._dtypes import as_dtype, check_width, from_np
 from ._tensor import convert_to_tensor
 
@@ -859,118 +861,3 @@ def complex_(real: Any, imag: Any, name: str | None = None) -> Tensor:
 _export(cast, "cast", "dtypes.cast", jax_name="jax.Array.astype")
 _export(saturate_cast, "saturate_cast", "dtypes.saturate_cast", jax_name="jax.numpy.clip + astype")
 _export(complex_, "complex", "dtypes.complex", jax_name="jax.lax.complex")
-
-
-# ---- the other op families ---------------------------------------------------------
-
-from . import _ops_math  # noqa: E402,F401  (registers into the tables above)
-from . import _ops_array  # noqa: E402  (registers into the tables above)
-from . import _ops_linalg  # noqa: E402  (registers into the tables above)
-from . import _ops_nn  # noqa: E402,F401  (registers into the tables above)
-from . import _debugging  # noqa: E402,F401  (registers into the tables above)
-
-# Names other modules import from here.
-getitem = _ops_array.getitem
-stack = _ops_array.stack
-concat = _ops_array.concat
-reshape = _ops_array.reshape
-transpose = _ops_array.transpose
-zeros = _ops_array.zeros
-ones = _ops_array.ones
-zeros_like = _ops_array.zeros_like
-ones_like = _ops_array.ones_like
-matmul = _ops_linalg.matmul
-
-
-# ---- Tensor and Variable operators -------------------------------------------------
-
-_E = OPS
-
-
-def _r(fn: Callable) -> Callable:
-    return lambda self, other: fn(other, self)
-
-
-def _pow_method(self: Any, other: Any) -> Tensor:
-    return _E["pow"](self, other)
-
-
-def _bool_or_int(bool_op: str, int_op: str) -> Callable:
-    # Python's & | ^ on tensors: logical for bool, bitwise for ints (as in TF).
-    def op(x: Any, y: Any) -> Tensor:
-        t = x if _is_t(x) else y
-        return _E[bool_op if _dt(t) == np.bool_ else int_op](x, y)
-
-    return op
-
-
-_and = _bool_or_int("logical_and", "bitwise_and")
-_or = _bool_or_int("logical_or", "bitwise_or")
-_xor = _bool_or_int("logical_xor", "bitwise_xor")
-
-
-def _invert(x: Any) -> Tensor:
-    return _E["logical_not"](x) if _dt(x) == np.bool_ else _E["invert"](x)
-
-
-_OPERATORS = {
-    "__add__": _E["add"],
-    "__radd__": _r(_E["add"]),
-    "__sub__": _E["subtract"],
-    "__rsub__": _r(_E["subtract"]),
-    "__mul__": _E["multiply"],
-    "__rmul__": _r(_E["multiply"]),
-    "__truediv__": _E["divide"],
-    "__rtruediv__": _r(_E["divide"]),
-    "__floordiv__": _E["floordiv"],
-    "__rfloordiv__": _r(_E["floordiv"]),
-    "__mod__": _E["floormod"],
-    "__rmod__": _r(_E["floormod"]),
-    "__pow__": _pow_method,
-    "__rpow__": _r(_E["pow"]),
-    "__matmul__": matmul,
-    "__rmatmul__": _r(matmul),
-    "__neg__": _E["negative"],
-    "__pos__": lambda self: self,
-    "__abs__": _E["abs"],
-    "__lt__": _E["less"],
-    "__le__": _E["less_equal"],
-    "__gt__": _E["greater"],
-    "__ge__": _E["greater_equal"],
-    "__and__": _and,
-    "__rand__": _r(_and),
-    "__or__": _or,
-    "__ror__": _r(_or),
-    "__xor__": _xor,
-    "__rxor__": _r(_xor),
-    "__invert__": _invert,
-    "__getitem__": getitem,
-}
-
-
-def _eq(self: Any, other: Any, op: str = "equal") -> Any:
-    # TF 2's tensor_equals: None compares False; otherwise the elementwise op with its
-    # dtype errors (TypeError for a Python float beside ints, InvalidArgumentError for
-    # mixed tensor dtypes), and shapes that do not broadcast give a scalar False/True
-    # (``incompatible_shape_error=False``).
-    if other is None:
-        return op != "equal"
-    if _is_t(other) and _is_t(self):
-        try:
-            jnp.broadcast_shapes(tuple(self._value.shape), tuple(other._value.shape))
-        except ValueError:
-            if _dt(self) == _dt(other):
-                return Tensor(jnp.asarray(op != "equal"))
-    return _E[op](self, other)
-
-
-def _ne(self: Any, other: Any) -> Any:
-    return _eq(self, other, "not_equal")
-
-
-_OPERATORS["__eq__"] = _eq
-_OPERATORS["__ne__"] = _ne
-
-for _cls in (Tensor, VariableBase):
-    for _k, _f in _OPERATORS.items():
-        setattr(_cls, _k, _f)

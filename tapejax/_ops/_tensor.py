@@ -1,18 +1,18 @@
 """The user-facing surface of ``Tensor``: properties, conversions, printing,
 and TF's rules for turning Python and NumPy values into tensors.
 
-Operators (``+``, ``@``, ``[]``, ...) are attached by ``_ops`` from the op table.
+Operators (``+``, ``@``, ``[]``, ...) are attached by ``tapejax._ops.operators`` from the op table.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._core import Tensor, VariableBase
+from .._core._recorder import Tensor, VariableBase, read_variable
 from ._dtypes import DType, as_dtype, check_width, from_np
 
 __all__ = ["Tensor", "TensorShape", "constant", "convert_to_tensor", "is_tensor", "Reference"]
@@ -272,13 +272,22 @@ def _iter_nested(v: Any) -> Iterator[Any]:
             yield x
 
 
+# ``tf.stack``, registered by the array family (which is above this module):
+# convert_to_tensor packs a list that mixes tensors and numbers with it.
+_STACK: list[Callable] = []
+
+
+def register_stack(fn: Callable) -> None:
+    _STACK[:] = [fn]
+
+
 def _pack_nested(v: Any) -> jax.Array:
     # A list that mixes tensors and numbers: pack it (TF's auto-packing).
-    from . import _ops
+    stack = _STACK[0]
 
     def conv(x: Any) -> Any:
         if isinstance(x, list | tuple):
-            return _ops.stack([conv(y) for y in x])
+            return stack([conv(y) for y in x])
         return convert_to_tensor(x)
 
     return conv(v)._value
@@ -303,8 +312,6 @@ def convert_to_tensor(value: Any, dtype: Any = None, dtype_hint: Any = None, nam
             )
         return value
     if isinstance(value, VariableBase):
-        from ._core import read_variable
-
         t = read_variable(value)
         if dtype is not None and as_dtype(dtype)._np != t._value.dtype:
             raise ValueError(

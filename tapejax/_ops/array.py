@@ -22,10 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import errors
-from ._core import Tensor, bind
+from .. import errors
+from .._core._recorder import Tensor, bind
 from ._dtypes import as_dtype, check_width, from_np
-from ._ops import (
+from ._machinery import (
     INT,
     OPS,
     _as_t,
@@ -38,7 +38,8 @@ from ._ops import (
     prim,
     same_dtype,
 )
-from ._tensor import TensorShape, convert_to_tensor
+from ._machinery import PRIMS
+from ._tensor import TensorShape, convert_to_tensor, register_stack
 
 __all__ = ["getitem", "reshape", "transpose", "stack", "concat", "zeros", "ones", "zeros_like", "ones_like"]
 
@@ -379,6 +380,9 @@ def stack(values: Any, axis: int = 0, name: str = "stack") -> Tensor:
     return bind(_stack_p, *xs, axis=ax % nd)
 
 
+register_stack(stack)  # convert_to_tensor packs mixed nested lists with it
+
+
 def concat(values: Any, axis: int, name: str = "concat") -> Tensor:
     """Join tensors along an existing axis, as ``tf.concat``.
 
@@ -409,8 +413,6 @@ def concat(values: Any, axis: int, name: str = "concat") -> Tensor:
 
 
 def OPS_IDENTITY() -> Any:  # noqa: N802
-    from ._ops import PRIMS
-
     return PRIMS["identity"]
 
 

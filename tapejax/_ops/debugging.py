@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from . import errors
-from ._core import Tensor, bind
+from .. import errors
+from .._core._recorder import Tensor, bind
 from ._dtypes import as_dtype, from_np
-from ._ops import FLOAT, INT, NUMERIC, PRIMS, _as_t, _concrete, _dt, _export, _is_t, check_dtype, same_dtype
+from ._machinery import FLOAT, INT, NUMERIC, PRIMS, _as_t, _concrete, _dt, _export, _is_t, check_dtype, same_dtype
 from ._tensor import TensorShape
 
 

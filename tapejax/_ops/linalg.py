@@ -22,9 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import errors
-from ._core import Tensor, bind  # noqa: F401
-from ._ops import (
+from .. import errors
+from . import _tfgrad
+from .._core._recorder import Tensor, bind  # noqa: F401
+from ._machinery import (
     INEXACT,
     NUMERIC,
     _as_t,
@@ -38,6 +39,7 @@ from ._ops import (
     prim,
     same_dtype,
 )
+from .array import _int, expand_dims, squeeze, transpose
 
 # ---- matmul, matvec, tensordot, einsum ----------------------------------------------------
 
@@ -93,8 +95,6 @@ def matvec(a: Any, b: Any, transpose_a: bool = False, adjoint_a: bool = False, a
         >>> tf.linalg.matvec(tf.constant([[1.0, 2.0], [3.0, 4.0]]), tf.constant([1.0, 1.0])).numpy().tolist()
         [3.0, 7.0]
     """
-    from ._ops_array import expand_dims, squeeze
-
     return squeeze(matmul(a, expand_dims(_as_t(b), -1), transpose_a=transpose_a, adjoint_a=adjoint_a), axis=-1)
 
 
@@ -557,8 +557,6 @@ def matrix_transpose(a: Any, name: str = "matrix_transpose", conjugate: bool = F
         >>> tf.linalg.matrix_transpose(tf.ones((2, 3, 4))).shape
         TensorShape([2, 4, 3])
     """
-    from ._ops_array import transpose
-
     t = _as_t(a)
     nd = t._value.ndim
     if nd < 2:
@@ -583,8 +581,6 @@ def band_part(input: Any, num_lower: Any, num_upper: Any, name: str | None = Non
         >>> tf.linalg.band_part(tf.ones((2, 2)), 0, -1).numpy().tolist()
         [[1.0, 1.0], [0.0, 1.0]]
     """
-    from ._ops_array import _int
-
     return bind(_band_p, _as_t(input), lo=_int(num_lower), hi=_int(num_upper))
 
 
@@ -613,8 +609,6 @@ _export(cross, "linalg.cross", jax_name="jax.numpy.cross")
 
 
 def _norm_impl(x: Any, ord: Any, axis: Any, keepdims: bool) -> Any:  # noqa: A002
-    from . import _tfgrad
-
     a = jnp.abs(x) if jnp.iscomplexobj(x) else x
     if isinstance(axis, tuple) and len(axis) == 2:
         r, c = axis

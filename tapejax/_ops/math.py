@@ -17,11 +17,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import errors
-from ._core import Tensor, bind
+from .. import errors
+from . import _tfgrad
+from .._core._recorder import Tensor, bind
 from ._dtypes import as_dtype, check_width, from_np
-from ._ops import (
+from ._machinery import (
     BOOL,
+    EXPORTS,
     FLOAT,
     INEXACT,
     INT,
@@ -358,8 +360,7 @@ def _segment(kind: str, sorted_ids: bool) -> Any:
             num = _static_int(num_segments)
         if len(ish) > 1:
             # TF allows a multi-dimensional id tensor: flatten it together with the data's prefix.
-            from ._ops_array import reshape
-
+            reshape = EXPORTS["reshape"]  # the array family's (registered after this one)
             x = reshape(x, (-1,) + tuple(x._value.shape[len(ish):]))
             ids = reshape(ids, (-1,))
         return bind(_segment_p, x, ids, num=num, kind=kind, empty_zero=sorted_ids, sorted_ids=sorted_ids)
@@ -519,8 +520,6 @@ _export(add_n, "add_n", "math.add_n", jax_name="jax.numpy.add")
 
 
 def _l2_normalize_impl(x: Any, axis: Any, eps: float) -> Any:
-    from . import _tfgrad
-
     sq = jnp.real(x * jnp.conj(x)) if jnp.iscomplexobj(x) else x * x
     s = jnp.sum(sq, axis=axis, keepdims=True)
     return x * _tfgrad.rsqrt(jnp.maximum(s, jnp.asarray(eps, s.dtype))).astype(x.dtype)

@@ -24,10 +24,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import _random, errors
-from ._core import Tensor, bind
+from .. import errors
+from . import random as _random
+from .._core._recorder import Tensor, bind
 from ._dtypes import from_np
-from ._ops import (
+from ._machinery import (
     FLOAT,
     INEXACT,
     INT,
@@ -43,6 +44,7 @@ from ._ops import (
     prim,
     same_dtype,
 )
+from .array import _ints, gather, reshape
 
 # ---- softmax ------------------------------------------------------------------------
 
@@ -347,8 +349,6 @@ def embedding_lookup(params: Any, ids: Any, max_norm: Any = None, name: str | No
         params = params[0]
     if max_norm is not None:
         raise NotImplementedError("tapejax's embedding_lookup does not support max_norm; clip the rows with tf.clip_by_norm.")
-    from ._ops_array import gather
-
     return gather(params, ids)
 
 
@@ -461,8 +461,6 @@ def _conv(n: int, input: Any, filters: Any, strides: Any, padding: Any, data_for
         kshape = w._value.shape
         if kshape[-2] != cin:
             raise errors.InvalidArgumentError(f"depthwise filter in_channels {kshape[-2]} must match input depth {cin}")
-        from ._ops_array import reshape
-
         w = reshape(w, kshape[:-2] + (1, kshape[-2] * kshape[-1]))
         groups = cin
     else:
@@ -535,8 +533,6 @@ def conv2d_transpose(input: Any, filters: Any, output_shape: Any, strides: Any, 
         >>> tf.nn.conv2d_transpose(tf.ones((1, 2, 2, 3)), tf.ones((3, 3, 5, 3)), [1, 4, 4, 5], 2).shape
         TensorShape([1, 4, 4, 5])
     """
-    from ._ops_array import _ints
-
     x, w = same_dtype("Conv2DBackpropInput", input, filters)
     channels_last = not str(data_format).startswith("NC")
     return bind(_conv_t_p, x, w, out_shape=_ints(output_shape, "output_shape"), strides=_tuple_n(strides, 2, "strides", full=2),

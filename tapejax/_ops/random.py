@@ -26,9 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _core, errors
-from ._core import Tensor, VariableBase
+from .. import errors
+from .._core import _recorder as _core
+from .._core._recorder import Tensor, VariableBase
 from ._dtypes import as_dtype, check_width
+from ._machinery import OPS
+from ._tensor import convert_to_tensor
 
 __all__ = [
     "set_seed", "get_seed", "next_key", "normal", "uniform", "truncated_normal", "shuffle", "categorical", "gamma",
@@ -149,8 +152,6 @@ def _float_dtype(dtype: Any, what: str) -> Any:
 
 def _affine(z: jax.Array, scale: Any, shift: Any, dtype: Any) -> Tensor:
     """``z * scale + shift``, recorded when ``scale``/``shift`` are tensors (TF differentiates through them)."""
-    from ._ops import OPS
-
     t = Tensor(z)
     if isinstance(scale, Tensor | VariableBase) or isinstance(shift, Tensor | VariableBase):
         return OPS["add"](OPS["multiply"](t, _cast_like(scale, dtype)), _cast_like(shift, dtype))
@@ -160,8 +161,6 @@ def _affine(z: jax.Array, scale: Any, shift: Any, dtype: Any) -> Tensor:
 def _cast_like(v: Any, dtype: Any) -> Any:
     if isinstance(v, Tensor | VariableBase):
         return v
-    from ._tensor import convert_to_tensor
-
     return convert_to_tensor(v, dtype=dtype)
 
 
@@ -201,8 +200,6 @@ def uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = "float
     z = jax.random.uniform(next_key(seed, "uniform"), _shape(shape), d._np)
     hi = 1.0 if maxval is None else maxval
     if isinstance(hi, Tensor | VariableBase) or isinstance(minval, Tensor | VariableBase):
-        from ._ops import OPS
-
         width = OPS["subtract"](_cast_like(hi, d), _cast_like(minval, d))
         return _affine(z, width, minval, d)
     return _affine(z, float(hi) - float(minval), float(minval), d)
@@ -231,8 +228,6 @@ def shuffle(value: Any, seed: int | None = None, name: Any = None) -> Tensor:
         >>> sorted(tf.random.shuffle(tf.constant([1, 2, 3, 4]), seed=1).numpy().tolist())
         [1, 2, 3, 4]
     """
-    from ._tensor import convert_to_tensor
-
     v = value._value if isinstance(value, Tensor | VariableBase) else convert_to_tensor(value)._value
     if v.ndim == 0:
         raise ValueError("Shape must be at least rank 1 but is rank 0 for tf.random.shuffle.")
@@ -255,8 +250,6 @@ def categorical(logits: Any, num_samples: int, dtype: Any = None, seed: int | No
         >>> tf.random.categorical(tf.math.log([[0.5, 0.5]]), 5, seed=1).shape
         TensorShape([1, 5])
     """
-    from ._tensor import convert_to_tensor
-
     lg = logits._value if isinstance(logits, Tensor | VariableBase) else convert_to_tensor(logits)._value
     if lg.ndim != 2:
         raise errors.InvalidArgumentError(f"logits should be a matrix, got shape {list(lg.shape)} [Op:Multinomial]")
