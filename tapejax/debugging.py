@@ -10,7 +10,7 @@ Example:
     >>> tf.debugging.assert_near(tf.constant(1.0), tf.constant(1.0 + 1e-7))
 """
 
-from ._debugging import (
+from ._ops.debugging import (
     Assert,
     assert_all_finite,
     assert_equal,
@@ -33,7 +33,7 @@ from ._debugging import (
     check_numerics,
     is_numeric_tensor,
 )
-from ._namespace import populate as _populate
+from ._tf._namespace import populate as _populate
 
 __all__ = [
     "Assert", "assert_all_finite", "assert_equal", "assert_greater", "assert_greater_equal", "assert_integer",

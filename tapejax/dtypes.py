@@ -6,7 +6,7 @@ Example:
     (True, <class 'numpy.int32'>)
 """
 
-from ._dtypes import (
+from ._ops._dtypes import (
     DType,
     as_dtype,
     bfloat16,
@@ -25,7 +25,7 @@ from ._dtypes import (
     uint32,
     uint64,
 )
-from ._namespace import populate as _populate
+from ._tf._namespace import populate as _populate
 
 half = float16
 double = float64

@@ -1,5 +1,5 @@
 """``tf.nn``: the ops of the table exported under this namespace (see ``tapejax._ops``)."""
 
-from ._namespace import populate as _populate
+from ._tf._namespace import populate as _populate
 
 __all__ = _populate(globals(), "nn")

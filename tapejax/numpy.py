@@ -17,7 +17,7 @@ The names come from ``jax.numpy`` first, then ``jax.nn`` (``relu``, ``softmax``,
 ``gelu``...), then ``jax.scipy.special`` (``erf``, ``gammaln``, ``logsumexp``...).
 Each library is also available whole: ``tapejax.numpy.nn``,
 ``tapejax.numpy.special``, ``tapejax.numpy.linalg``, ``tapejax.numpy.fft``.
-Every function goes through one generic wrapper (``tapejax._jnp_wrap.wrap``):
+Every function goes through one generic wrapper (``tapejax._tf._jnp_wrap.wrap``):
 Tensor and array arguments are data, everything else is static; integer and
 bool results (``argsort``, ``isnan``) are never watched. Constants and dtypes
 (``pi``, ``float32``) are jax.numpy's own.
@@ -32,7 +32,7 @@ import jax as _jax
 import jax.numpy as _jnp
 import jax.scipy.special as _special
 
-from ._jnp_wrap import wrap, wrap_namespace  # noqa: F401  (wrap is public: wrap your own jnp-style function)
+from ._tf._jnp_wrap import wrap, wrap_namespace  # noqa: F401  (wrap is public: wrap your own jnp-style function)
 
 
 def _namespace(name: str, module: object, prefix: str) -> _types.ModuleType:

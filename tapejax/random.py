@@ -1,6 +1,6 @@
-"""``tf.random``: seeded sampling on ``jax.random`` keys, with TF's seed semantics (see ``tapejax._random``)."""
+"""``tf.random``: seeded sampling on ``jax.random`` keys, with TF's seed semantics (see ``tapejax._ops.random``)."""
 
-from ._random import (
+from ._ops.random import (
     Generator,
     categorical,
     gamma,

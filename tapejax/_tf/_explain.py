@@ -20,10 +20,13 @@ from typing import Any
 
 import jax
 
-from . import _core, _replay
-from ._core import Tensor, VariableBase
-from ._dtypes import INEXACT, from_np
-from ._gradient_tape import GradientTape, _as_target, _check_tensors, _VarTarget
+from .._core import _recorder as _core
+from .._engine import _replay
+from .._core._recorder import Tensor, VariableBase
+from .._ops._dtypes import INEXACT, from_np
+from . import _tape_common
+from ._gradient_tape import GradientTape
+from ._tape_common import _as_target, _check_tensors, _is_leaf, _VarTarget
 
 __all__ = ["NoneGradientCause", "Explanation", "NoneGradientWarning", "explain"]
 
@@ -325,10 +328,6 @@ def explain(tape: GradientTape, target: Any, sources: Any) -> Any:
     return jax.tree_util.tree_unflatten(sdef, explain_flat(core, targets, flat_sources))
 
 
-def _is_leaf(v: Any) -> bool:
-    return v is None or isinstance(v, Tensor | VariableBase)
-
-
 def warn_none_gradients(tape: _core.Tape, targets: list, flat_sources: list, grads: list) -> None:
     """``gradient``'s hook when ``config.explain_none_gradients`` is on: one warning naming each None's cause."""
     expl = explain_flat(tape, targets, flat_sources)
@@ -339,3 +338,6 @@ def warn_none_gradients(tape: _core.Tape, targets: list, flat_sources: list, gra
             NoneGradientWarning,
             stacklevel=3,
         )
+
+
+_tape_common.warn_none_gradients = warn_none_gradients  # installed into gradient (injection: the tape is below)

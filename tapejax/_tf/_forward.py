@@ -19,12 +19,14 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from . import _core, _interpret, _replay
+from .._core import _recorder as _core
+from .._engine import _interpret
+from .._engine import _replay
 from ._autodiff import _call_grad_fn, _cotangent_tensor
-from ._core import Primitive, Tensor, VariableBase
-from ._dtypes import INEXACT
+from .._core._recorder import Primitive, Tensor, VariableBase
+from .._ops._dtypes import INEXACT
 from ._gradient_tape import UnconnectedGradients, _log_first_n
-from ._tensor import convert_to_tensor
+from .._ops._tensor import convert_to_tensor
 
 __all__ = ["ForwardAccumulator"]
 

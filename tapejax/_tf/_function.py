@@ -19,10 +19,10 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from . import _core
-from ._core import Tensor, VariableBase
-from ._dtypes import as_dtype
-from ._tensor import TensorShape
+from .._core import _recorder as _core
+from .._core._recorder import Tensor, VariableBase
+from .._ops._dtypes import as_dtype
+from .._ops._tensor import TensorShape
 
 __all__ = ["function", "Function", "TensorSpec"]
 

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 from typing import Any, Iterator
 
 import jax
 import jax.numpy as jnp
 
-from . import _core, _interpret, _jacobian, _replay, errors
-from . import config as _config
-from ._core import Tensor, VariableBase
-from ._dtypes import INEXACT, from_np
-from ._tensor import convert_to_tensor
+from .. import config as _config
+from .. import errors
+from .._core import _recorder as _core
+from .._core._recorder import Tensor, VariableBase
+from .._engine import _interpret, _replay
+from .._ops._dtypes import INEXACT, from_np
+from .._ops._tensor import convert_to_tensor
+from . import _jacobian, _tape_common
+from ._tape_common import UnconnectedGradients, _as_target, _check_tensors, _flatten, _unconnected, _VarTarget
 
 __all__ = ["GradientTape", "UnconnectedGradients"]
 
@@ -28,62 +31,6 @@ def _log_first_n(msg: str, n: int, *args: Any) -> None:
     if c < n:
         _logged[msg] = c + 1
         logger.warning(msg, *args)
-
-
-class UnconnectedGradients(enum.Enum):
-    """What ``gradient``/``jacobian`` (and ``ForwardAccumulator.jvp``) return for a
-    source the target does not depend on.
-
-    ``NONE`` (the default) returns None; ``ZERO`` returns zeros of the source's
-    shape and dtype (for ``jvp``: of the target's). The strings ``'none'`` and
-    ``'zero'`` are accepted too, lowercase only, as in TF; anything else raises
-    ValueError. ``batch_jacobian`` gives zeros either way (TF's rule).
-    ``tapejax.explain`` says why a source is unconnected.
-
-    Example:
-        >>> import tapejax as tf
-        >>> x, y = tf.constant(1.0), tf.constant(2.0)
-        >>> with tf.GradientTape() as t:
-        ...     t.watch(x)
-        ...     z = x * 2.0
-        >>> print(t.gradient(z, y, unconnected_gradients=tf.UnconnectedGradients.ZERO))
-        tf.Tensor(0.0, shape=(), dtype=float32)
-    """
-
-    NONE = "none"
-    ZERO = "zero"
-
-
-def _unconnected(value: Any) -> UnconnectedGradients:
-    try:
-        return UnconnectedGradients(value)
-    except ValueError:
-        raise ValueError(
-            f"Unknown value for unconnected_gradients: {value!r}. Use tf.UnconnectedGradients.NONE, "
-            "tf.UnconnectedGradients.ZERO, 'none' or 'zero'."
-        ) from None
-
-
-def _is_leaf(v: Any) -> bool:
-    return v is None or isinstance(v, Tensor | VariableBase)
-
-
-def _flatten(tree: Any) -> tuple[list, Any]:
-    return jax.tree_util.tree_flatten(tree, is_leaf=_is_leaf)
-
-
-def _describe(v: Any) -> str:
-    return f"{type(v).__module__}.{type(v).__qualname__}" if type(v).__module__ != "builtins" else type(v).__name__
-
-
-def _check_tensors(flat: list, role: str) -> None:
-    for v in flat:
-        if not isinstance(v, Tensor | VariableBase):
-            raise TypeError(
-                f"GradientTape.gradient {role} must be tf.Tensor or tf.Variable objects (or nested structures of "
-                f"them), got {_describe(v)} {v!r}. Convert with tf.constant(...) and, for a source, watch it "
-                "inside the tape's block before computing with it."
-            )
 
 
 class GradientTape:
@@ -330,9 +277,7 @@ class GradientTape:
             else:
                 out.append(None)
         if _config.explain_none_gradients and any(g is None for g in out):
-            from ._explain import warn_none_gradients
-
-            warn_none_gradients(tape, targets, flat_sources, out)
+            _tape_common.warn_none_gradients(tape, targets, flat_sources, out)
         return _jacobian._like(sources, jax.tree_util.tree_unflatten(sources_def, out))
 
     def jacobian(
@@ -362,8 +307,6 @@ class GradientTape:
             >>> g.jacobian(y, x).numpy().tolist()
             [[2.0, 0.0], [0.0, 4.0]]
         """
-        from . import _jacobian
-
         return _jacobian.jacobian(
             self, target, sources, unconnected_gradients, parallel_iterations, experimental_use_pfor
         )
@@ -393,8 +336,6 @@ class GradientTape:
             >>> g.batch_jacobian(y, x).numpy().tolist()
             [[[2.0, 0.0], [0.0, 4.0]], [[6.0, 0.0], [0.0, 8.0]]]
         """
-        from . import _jacobian
-
         return _jacobian.batch_jacobian(
             self, target, source, unconnected_gradients, parallel_iterations, experimental_use_pfor
         )
@@ -413,20 +354,6 @@ def _consumed(tape: _core.Tape, i: int, targets: list) -> bool:
 
 def _same(a: Any, b: Any) -> bool:
     return a is b
-
-
-class _VarTarget(Tensor):
-    """A variable used as a gradient target: its current value, tied to the variable."""
-
-    __slots__ = ("var",)
-
-    def __init__(self, var: VariableBase):
-        super().__init__(var._value)
-        self.var = var
-
-
-def _as_target(t: Any) -> Tensor:
-    return _VarTarget(t) if isinstance(t, VariableBase) else t
 
 
 def _output_gradients(output_gradients: Any, targets: list) -> tuple[list, list, list]:

@@ -29,11 +29,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _core, _replay
-from ._core import Tensor, VariableBase
-from ._replay import _diff_primals, _forward_fn, _is_complex
-from ._replay import sum_groups as _sum_groups
-from ._tensor import TensorShape, convert_to_tensor
+from .._core import _recorder as _core
+from .._core._recorder import Tensor, VariableBase
+from .._engine import _replay
+from .._engine._replay import _diff_primals, _forward_fn, _is_complex
+from .._engine._replay import sum_groups as _sum_groups
+from .._ops._tensor import TensorShape, convert_to_tensor
+from ._tape_common import UnconnectedGradients, _check_tensors, _flatten, _unconnected
 
 __all__ = ["choose_direction", "DEFAULT_LOOP_CHUNK", "FWD_RATIO"]
 
@@ -216,8 +218,6 @@ def _chunk(parallel_iterations: Any, pfor: bool, what: str, g: Any) -> int | Non
 
 
 def _unconnected_arg(value: Any, pfor: bool, what: str) -> Any:
-    from ._gradient_tape import _unconnected
-
     try:
         return _unconnected(value)
     except ValueError as err:
@@ -259,8 +259,6 @@ def _nopfor_error(what: str) -> RuntimeError:
 def jacobian(
     g: Any, target: Any, sources: Any, unconnected_gradients: Any, parallel_iterations: Any, pfor: bool
 ) -> Any:
-    from ._gradient_tape import UnconnectedGradients, _check_tensors, _flatten
-
     if g._tape is None:
         raise RuntimeError(_SPENT)
     if not isinstance(target, Tensor | VariableBase):
@@ -320,8 +318,6 @@ def _like(orig: Any, new: Any) -> Any:
 def batch_jacobian(
     g: Any, target: Any, source: Any, unconnected_gradients: Any, parallel_iterations: Any, pfor: bool
 ) -> Tensor:
-    from ._gradient_tape import UnconnectedGradients
-
     if g._tape is None:
         raise RuntimeError(_SPENT)
     if not isinstance(target, Tensor | VariableBase):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import _ops  # noqa: F401  (every family registered, so the table is complete)
+from .._ops._machinery import EXPORTS
+
 
 def populate(namespace: dict[str, Any], prefix: str) -> list[str]:
     """Copy every op exported as ``prefix.NAME`` into ``namespace``; return the names."""
-    from ._ops import EXPORTS
-
     p = prefix + "." if prefix else ""
     names = []
     for full, fn in EXPORTS.items():

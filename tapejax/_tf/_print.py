@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._core import Tensor, VariableBase
+from .._core._recorder import Tensor, VariableBase
 
 __all__ = ["print_"]
 

@@ -7,10 +7,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import errors
-from ._core import Tensor, VariableBase, _next_id, read_variable, touch_variable
-from ._dtypes import DType, as_dtype, from_np
-from ._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor
+from .. import errors
+from .._core._recorder import Tensor, VariableBase, _next_id, read_variable, touch_variable
+from .._ops._dtypes import DType, as_dtype, from_np
+from .._ops._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor
 
 __all__ = ["Variable"]
 
@@ -58,7 +58,7 @@ class Variable(VariableBase):
         if isinstance(initial_value, Tensor | VariableBase):
             value = initial_value._value
             if dtype is not None and as_dtype(dtype)._np != value.dtype:
-                from ._ops import cast
+                from .._ops._machinery import cast
 
                 value = cast(Tensor(value), dtype)._value
         else:

@@ -51,7 +51,7 @@ Example:
 
 from __future__ import annotations
 
-from .._variable import Variable
+from .._tf._variable import Variable
 from . import activations, backend, initializers, layers, losses, metrics, models, optimizers, random, utils
 from ._layer import Input, KerasTensor
 from .layers import Layer

@@ -20,12 +20,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import tapejax as tf
+from .._tf import _surface as tf
 
-from .._core import Tensor, VariableBase
-from .._dtypes import as_dtype
-from .._random import _next_key
-from .._variable import Variable
+from .._core._recorder import Tensor, VariableBase
+from .._ops._dtypes import as_dtype
+from .._ops.random import _next_key
+from .._tf._variable import Variable
 from . import _naming, initializers
 
 __all__ = ["Layer", "SeedGenerator", "KerasTensor", "InputLayer", "Input"]

@@ -17,9 +17,9 @@ from typing import Any
 
 import jax.numpy as jnp
 
-import tapejax as tf
+from .._tf import _surface as tf
 
-from .._core import Tensor, VariableBase
+from .._core._recorder import Tensor, VariableBase
 
 # ---- the logits link of Keras's softmax/sigmoid outputs ----------------------------------
 

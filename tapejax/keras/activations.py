@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import tapejax as tf
+from .._tf import _surface as tf
 
 from . import _nn
 

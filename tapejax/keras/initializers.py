@@ -25,9 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core import Tensor
-from .._dtypes import as_dtype, check_width
-from .._random import _next_key
+from .._core._recorder import Tensor
+from .._ops._dtypes import as_dtype, check_width
+from .._ops.random import _next_key
 
 __all__ = [
     "Constant", "GlorotNormal", "GlorotUniform", "HeNormal", "HeUniform", "Initializer", "LecunNormal",

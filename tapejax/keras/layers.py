@@ -22,9 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import tapejax as tf
+from .._tf import _surface as tf
 
-from .._core import Tensor
+from .._core._recorder import Tensor
 from . import activations as _activations
 from . import initializers as _initializers
 from ._layer import Input, InputLayer, KerasTensor, Layer, SeedGenerator

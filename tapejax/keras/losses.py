@@ -27,9 +27,9 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
-import tapejax as tf
+from .._tf import _surface as tf
 
-from .._core import Tensor, VariableBase
+from .._core._recorder import Tensor, VariableBase
 from . import _naming, _nn
 from .backend import epsilon
 

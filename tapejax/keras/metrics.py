@@ -19,8 +19,8 @@ from typing import Any, Callable
 
 import jax.numpy as jnp
 
-from .._core import Tensor
-from .._variable import Variable
+from .._core._recorder import Tensor
+from .._tf._variable import Variable
 from . import _naming
 from ._nn import value as _value
 

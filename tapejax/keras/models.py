@@ -29,7 +29,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .._core import Tensor
+from .._core._recorder import Tensor
 from ._layer import InputLayer, KerasTensor, Layer
 
 __all__ = ["Model", "Sequential"]

@@ -21,9 +21,9 @@ from typing import Any
 
 import jax
 
-from .._core import Tensor
-from .._dtypes import as_dtype, check_width
-from .._random import _next_key
+from .._core._recorder import Tensor
+from .._ops._dtypes import as_dtype, check_width
+from .._ops.random import _next_key
 from ._layer import SeedGenerator
 
 __all__ = ["SeedGenerator", "normal", "uniform"]

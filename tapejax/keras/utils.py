@@ -13,7 +13,7 @@ import random as _py_random
 
 import numpy as np
 
-from .._random import set_seed as _tf_set_seed
+from .._ops.random import set_seed as _tf_set_seed
 
 __all__ = ["set_random_seed"]
 

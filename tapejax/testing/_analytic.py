@@ -7,7 +7,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from .._core import Tensor, VariableBase
+from .._core._recorder import Tensor, VariableBase
 from ._check import GradientCheckError, Mismatch, _elem, _prepare
 from ._numeric import _WIDE, _kind, flatten_outputs, is_inexact
 from ._tolerances import default_tolerance
@@ -34,8 +34,8 @@ def _call_formula(dfn: Callable, leaves: list, treedef: Any) -> tuple[Any, str]:
     side of ``check_gradients``: so that the reference is not itself a float32
     approximation.
     """
-    from .._tensor import constant
-    from .._variable import Variable
+    from .._ops._tensor import constant
+    from .._tf._variable import Variable
 
     def wide_leaves() -> list:
         out = []

@@ -37,7 +37,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from .._core import Tensor, VariableBase
+from .._core._recorder import Tensor, VariableBase
 from ._numeric import Evaluator, directional, flatten_outputs, is_inexact, mixed_second, real_dot
 from ._tolerances import default_tolerance
 
@@ -139,7 +139,7 @@ def _path_name(path: tuple) -> str:
 
 def _prepare(args: Any, argnums: Any) -> tuple:
     """Flatten ``args``, convert arrays to tensors, pick the differentiated leaves."""
-    from .._tensor import constant
+    from .._ops._tensor import constant
 
     if not isinstance(args, tuple | list):
         args = (args,)
@@ -190,7 +190,7 @@ def _tensor_of(a: np.ndarray, dtype: np.dtype) -> Tensor:
 
 def _dot_t(g: Any, v: Tensor) -> Tensor:
     """``Re <g, v>`` as a recorded tapejax op (the scalar an outer tape differentiates)."""
-    from .. import _ops
+    from .._ops import _machinery as _ops
 
     E = _ops.OPS
     if np.dtype(v._value.dtype).kind == "c":

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from .._core import Tensor, VariableBase
+from .._core._recorder import Tensor, VariableBase
 
 __all__ = ["Evaluator", "directional", "mixed_second", "real_dot"]
 
@@ -85,8 +85,8 @@ class Evaluator:
         return self._eval(deltas, wide=self.mode == "float64")
 
     def _eval(self, deltas: dict, wide: bool) -> list:
-        from .._tensor import constant
-        from .._variable import Variable
+        from .._ops._tensor import constant
+        from .._tf._variable import Variable
 
         def build() -> list:
             new = list(self.leaves)

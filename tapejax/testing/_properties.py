@@ -22,7 +22,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from .._core import Tensor, VariableBase
+from .._core._recorder import Tensor, VariableBase
 from ._check import GradientCheckError, Mismatch, _index, _prepare
 from ._numeric import flatten_outputs, is_inexact
 from ._tolerances import default_tolerance

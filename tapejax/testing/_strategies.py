@@ -98,7 +98,7 @@ def domain_intervals(domain: str, margin: float = 0.1, max_magnitude: float = 10
 
 
 def _np_dtype(dtype: Any) -> np.dtype:
-    from .._dtypes import as_dtype
+    from .._ops._dtypes import as_dtype
 
     return as_dtype(dtype)._np
 
@@ -112,7 +112,7 @@ def dtypes(names: Sequence[str] = ("float32",)) -> st.SearchStrategy:
         >>> dtypes(["float16", "float32"]).example() in (tf.float16, tf.float32)  # doctest: +SKIP
         True
     """
-    from .._dtypes import as_dtype
+    from .._ops._dtypes import as_dtype
 
     return st.sampled_from([as_dtype(n) for n in names])
 
@@ -255,14 +255,14 @@ def tensors(dtype: Any = "float32", shape: Any = None, **kwargs: Any) -> st.Sear
         ... def test_log_positive(x):
         ...     assert float(x.numpy().min()) >= 0.1
     """
-    from .._tensor import constant
+    from .._ops._tensor import constant
 
     return arrays(dtype, shape, **kwargs).map(constant)
 
 
 def variables(dtype: Any = "float32", shape: Any = None, *, trainable: bool = True, **kwargs: Any) -> st.SearchStrategy:
     """``tf.Variable`` values (same options as ``tensors``)."""
-    from .._variable import Variable
+    from .._tf._variable import Variable
 
     return arrays(dtype, shape, **kwargs).map(lambda a: Variable(a, trainable=trainable))
 
@@ -309,8 +309,8 @@ def broadcastable_tensors(
     dt = draw(_as_strategy(dtype))
     shps = draw(broadcastable_shapes(num_shapes, base_shape=base_shape, min_dims=min_dims, max_dims=max_dims,
                                      max_side=max_side))
-    from .._tensor import constant
-    from .._variable import Variable
+    from .._ops._tensor import constant
+    from .._tf._variable import Variable
 
     wrap = Variable if as_variables else constant
     return tuple(wrap(draw(arrays(dt, s, domain=d, **kwargs))) for s, d in zip(shps.input_shapes, doms))
@@ -320,7 +320,7 @@ def broadcastable_tensors(
 
 
 def _values(v: Any) -> np.ndarray:
-    from .._core import Tensor, VariableBase
+    from .._core._recorder import Tensor, VariableBase
 
     if isinstance(v, Tensor | VariableBase):
         v = v._value

@@ -19,7 +19,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ..._core import Tensor
+from ..._core._recorder import Tensor
 from .._nn import value as _value
 
 __all__ = ["CosineDecay", "ExponentialDecay", "LearningRateSchedule", "PiecewiseConstantDecay", "deserialize", "serialize"]

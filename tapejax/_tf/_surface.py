@@ -1,0 +1,65 @@
+"""The ``tf.*`` surface: every public name of ``tapejax`` except ``keras``.
+
+``tapejax/__init__.py`` re-exports ``__all__`` from here; ``tapejax.keras``
+(which ``tapejax`` imports) uses this module as its ``tf``, so that nothing
+imports the package root back.
+"""
+
+from __future__ import annotations
+
+from .. import autodiff, bitwise, config, debugging, dtypes, errors, linalg, math, nn, random
+from .._core._recorder import Tensor
+from .._engine._replay import cache_clear as replay_cache_clear
+from .._engine._replay import cache_info as replay_cache_info
+from .._engine._replay import set_cache_size as set_replay_cache_size
+from .._engine._replay import set_compile as set_replay_compile
+from .._ops._dtypes import (
+    DType,
+    as_dtype,
+    bfloat16,
+    bool_ as bool,  # noqa: A001  (TF's name)
+    complex64,
+    complex128,
+    enable_x64,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+    x64_enabled,
+)
+from .._ops._tensor import TensorShape, constant, convert_to_tensor, is_tensor
+from ._autodiff import custom_gradient, recompute_grad, stop_gradient
+from ._explain import Explanation, NoneGradientCause, NoneGradientWarning, explain
+from ._function import Function, TensorSpec, function
+from ._gradient_tape import GradientTape, UnconnectedGradients
+from ._namespace import populate as _populate
+from ._print import print_ as print  # noqa: A001  (TF's name)
+from ._variable import Variable
+
+newaxis = None
+half = float16
+double = float64
+
+_OPS = _populate(globals(), "")  # top-level ops from the table: tf.sin, tf.reduce_sum, ...
+
+__all__ = sorted(
+    {
+        "autodiff", "bitwise", "config", "debugging", "dtypes", "errors", "linalg", "math", "nn", "random",
+        "Tensor", "replay_cache_clear", "replay_cache_info", "set_replay_cache_size", "set_replay_compile",
+        "DType", "as_dtype", "bfloat16", "bool", "complex64", "complex128", "enable_x64", "float16", "float32",
+        "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "x64_enabled",
+        "TensorShape", "constant", "convert_to_tensor", "is_tensor",
+        "custom_gradient", "recompute_grad", "stop_gradient",
+        "Explanation", "NoneGradientCause", "NoneGradientWarning", "explain",
+        "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
+        "newaxis", "half", "double",
+        *_OPS,
+    }
+)
