@@ -39,7 +39,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import tapejax as ttf  # noqa: E402
-from tapejax import _jacobian  # noqa: E402
+from tapejax._tf import _jacobian  # noqa: E402
 
 
 def median_ms(fn, warmup: int, repeats: int) -> float:

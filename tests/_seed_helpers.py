@@ -30,7 +30,7 @@ def keep_log_once_budget():
     tapejax logs TF's warnings at most n times per process, as TF does. The seed and oracle tests
     trigger them many times; without this they would use up the budget and silence the warnings
     that other tests assert on."""
-    from tapejax import _gradient_tape
+    from tapejax._tf import _gradient_tape
 
     saved = dict(_gradient_tape._logged)
     yield

@@ -11,7 +11,7 @@ load_profile(default="deterministic")
 @pytest.fixture(autouse=True)
 def _clean_tape_stack():
     """Every test must leave no tape recording on this thread."""
-    from tapejax import _core
+    from tapejax._core import _recorder as _core
 
     assert not _core.state.recording, "a previous test left a tape on the stack"
     yield

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tapejax as tf
-from tapejax import _replay
+from tapejax._engine import _replay
 
 
 def P() -> tf.GradientTape:

@@ -21,7 +21,7 @@ def P() -> tf.GradientTape:
 def _keep_log_first_n_budget():
     # TF's dtype warnings are logged at most N times per process; the integer cases
     # here must not use up the budget that other tests check.
-    from tapejax import _gradient_tape
+    from tapejax._tf import _gradient_tape
 
     saved = dict(_gradient_tape._logged)
     yield

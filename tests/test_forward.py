@@ -20,7 +20,7 @@ FA = tf.autodiff.ForwardAccumulator
 @pytest.fixture(autouse=True)
 def _keep_log_first_n_budget():
     # TF's dtype warnings are logged at most N times per process; do not use up the budget.
-    from tapejax import _gradient_tape
+    from tapejax._tf import _gradient_tape
 
     saved = dict(_gradient_tape._logged)
     yield

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _core
+from tapejax._core import _recorder as _core
 
 
 def make_mlp(seed=0, sizes=(4, 8, 3)):

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _core, _jacobian
+from tapejax._core import _recorder as _core
+from tapejax._tf import _jacobian
 
 
 def close(a, b, tol=1e-5):

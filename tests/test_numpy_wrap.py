@@ -17,7 +17,7 @@ import pytest
 
 import tapejax as tf
 import tapejax.numpy as tnp
-from tapejax import _core
+from tapejax._core import _recorder as _core
 
 
 def tape_grad(fn, *xs):

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tapejax as tf
-from tapejax import _core
+from tapejax._core import _recorder as _core
 
 DOCUMENTED = (TypeError, ValueError, RuntimeError, tf.errors.InvalidArgumentError)
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _core
+from tapejax._core import _recorder as _core
 
 
 class Boom(Exception):

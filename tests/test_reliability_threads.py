@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _core
+from tapejax._core import _recorder as _core
 
 N_THREADS = 8
 STEPS = 200

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _core, _replay
+from tapejax._core import _recorder as _core
+from tapejax._engine import _replay
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _replay
+from tapejax._engine import _replay
 
 RNG = np.random.default_rng(7)
 X = RNG.normal(size=(4, 3)).astype(np.float32)

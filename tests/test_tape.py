@@ -88,7 +88,7 @@ def test_watch_rejects_non_tensors_with_value_error():
 
 
 def test_integer_source_is_none_with_tf_warning(caplog, monkeypatch):
-    from tapejax import _gradient_tape
+    from tapejax._tf import _gradient_tape
 
     monkeypatch.setattr(_gradient_tape, "_logged", {})  # TF logs this at most 5 times per process
     x = tf.constant(3)
@@ -391,7 +391,7 @@ def test_watch_inside_stop_recording_ignored_when_nothing_records():
 
 
 def test_exception_inside_block_leaves_stack_clean():
-    from tapejax import _core
+    from tapejax._core import _recorder as _core
 
     x = tf.constant(3.0)
     t = tf.GradientTape()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 
 import tapejax as tf
-from tapejax._core import Primitive, bind
+from tapejax._core._recorder import Primitive, bind
 from tapejax.testing import GradientCheckError, TOLERANCES, check_gradients, default_tolerance
 from tapejax.testing import strategies as tst
 from tapejax.testing._numeric import Evaluator, directional, mixed_second
