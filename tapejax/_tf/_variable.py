@@ -10,6 +10,7 @@ import numpy as np
 from .. import errors
 from .._core._recorder import Tensor, VariableBase, _next_id, read_variable, touch_variable
 from .._ops._dtypes import DType, as_dtype, from_np
+from .._ops._machinery import cast
 from .._ops._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor
 
 __all__ = ["Variable"]
@@ -58,8 +59,6 @@ class Variable(VariableBase):
         if isinstance(initial_value, Tensor | VariableBase):
             value = initial_value._value
             if dtype is not None and as_dtype(dtype)._np != value.dtype:
-                from .._ops._machinery import cast
-
                 value = cast(Tensor(value), dtype)._value
         else:
             value = convert_to_tensor(initial_value, dtype=dtype)._value

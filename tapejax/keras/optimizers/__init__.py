@@ -54,6 +54,7 @@ import optax
 
 from ... import errors
 from ..._core._recorder import Tensor, VariableBase
+from ..._tf._gradient_tape import GradientTape
 from ..._tf._variable import Variable
 from .. import _naming
 from . import schedules
@@ -362,8 +363,6 @@ class Optimizer:
 
     def compute_gradients(self, loss: Any, var_list: Any, tape: Any = None) -> list:
         """``[(gradient, variable), ...]`` of ``loss`` (a tensor with its ``tape``, or a zero-argument callable)."""
-        from ..._tf._gradient_tape import GradientTape
-
         if not callable(loss) and tape is None:
             raise ValueError(f"`tape` is required when a `Tensor` loss is passed. Received: loss={loss}, tape={tape}.")
         if tape is None:
