@@ -164,7 +164,24 @@ def _build_jvp(sig: tuple) -> Callable:
     return tangent
 
 
-_vjps = _Derived(_build_vjp, zeros_connect=lambda sig: sig[3])  # output k is the cotangent of input act[k]
+# Ops whose TF second-order gradient builds its zero with ``zeros(shape(x))`` (a Shape op:
+# no gradient path) rather than ``zeros_like(x)``: LeakyReluGradGrad. Their structural
+# zeros stay unconnected (None), as in TF.
+_ZEROS_BY_SHAPE = frozenset({"leaky_relu"})
+
+
+def _zeros_connect(sig: tuple) -> tuple:
+    # Output k of a VJP is the cotangent of input act[k].
+    prim, params = sig[0], dict(sig[1])
+    if prim is VJP and getattr(params.get("op"), "name", None) in _ZEROS_BY_SHAPE:
+        return ()
+    return sig[3]
+
+
+_vjps = _Derived(_build_vjp, zeros_connect=_zeros_connect)
+
+
+_RULE_NAMES = frozenset({"ExpGrad", "TanhGrad", "SigmoidGrad"})
 
 
 # Ops whose TF gradient kernel reads the op's *output* (ExpGrad, TanhGrad, SigmoidGrad):
@@ -245,7 +262,13 @@ def jvp_op(prim: Primitive, params: tuple, inputs: list, tangents: list, tmask: 
     sig = (prim, params, len(inputs), tmask, omask)
     kw = {"op": prim, "params": params, "n_in": len(inputs), "tmask": tmask, "omask": omask}
     vals = [v._value if isinstance(v, Tensor) else v for v in list(inputs) + list(tangents)]
-    connected = _tangent_connected(sig, vals)
+    if prim is JVP or prim is VJP or prim.name in _RULE_NAMES:
+        # A derived op (a tangent or a pullback) is, in TF, a graph of ops over the
+        # original op's inputs: its tangent is connected (zeros, not None) even where
+        # its value does not change with them.
+        connected = [True] * len(omask)
+    else:
+        connected = _tangent_connected(sig, vals)
     if not any(connected):
         return [None] * len(omask)
     # TF derives a tangent from the op's gradient function (a double vjp), which

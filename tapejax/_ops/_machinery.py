@@ -32,7 +32,7 @@ from jax import lax
 
 from .. import errors
 from . import _tfgrad
-from .._core._recorder import Primitive, Tensor, VariableBase, bind
+from .._core._recorder import Primitive, Tensor, VariableBase, bind, state
 from ._dtypes import as_dtype, check_width, from_np
 from ._tensor import convert_to_tensor
 
@@ -445,17 +445,26 @@ def _other(v: Any, like: np.dtype) -> Any:
     return convert_to_tensor(v, dtype=from_np(like))
 
 
+def graph_error(eager: type, graph: type, msg: str) -> Exception:
+    """TF's exception class for a bad op: ``eager`` when run eagerly, ``graph`` while a
+    compiled step is traced (TF's tf.function raises while building the graph:
+    TypeError for mismatched dtypes, ValueError for a bad shape or axis)."""
+    return (graph if state.tracing else eager)(msg)
+
+
 def _binary_operands(opname: str, x: Any, y: Any) -> tuple:
     xt, yt = _is_t(x), _is_t(y)
     if opname == "AddV2" and xt and type(y) is float and from_np(_dt(x)).is_integer:
         # TF's add converts the Python float with only a dtype *hint*, then AddV2 rejects it.
-        raise errors.InvalidArgumentError(
+        raise graph_error(
+            errors.InvalidArgumentError, TypeError,
             f"cannot compute AddV2 as input #1(zero-based) was expected to be a {from_np(_dt(x)).name} tensor but "
             "is a float tensor. TF does not mix Python floats into integer ops; use an int, or tf.cast first."
         )
     if xt and yt:
         if _dt(x) != _dt(y):
-            raise errors.InvalidArgumentError(
+            raise graph_error(
+                errors.InvalidArgumentError, TypeError,
                 f"cannot compute {opname} as input #1(zero-based) was expected to be a {from_np(_dt(x)).name} "
                 f"tensor but is a {from_np(_dt(y)).name} tensor. tapejax, like TF, does not promote dtypes: "
                 f"use tf.cast on one operand."
@@ -657,9 +666,10 @@ def norm_axis(axis: Any, ndim: int, opname: str = "reduction") -> Any:
     for a in axes:
         a = int(a)
         if not -ndim <= a < ndim:
-            raise errors.InvalidArgumentError(
-                f"Invalid reduction dimension ({a} for input with {ndim} dimension(s)) in {opname}; "
-                f"use an axis in [-{ndim}, {ndim})."
+            hint = f"use an axis in [-{ndim}, {ndim})" if ndim else "a scalar has no axis: pass axis=None"
+            raise graph_error(
+                errors.InvalidArgumentError, ValueError,
+                f"Invalid reduction dimension ({a} for input with {ndim} dimension(s)) in {opname}; {hint}."
             )
         a = a % ndim if ndim else 0
         if a not in out:

@@ -23,7 +23,7 @@ import numpy as np
 from jax import lax
 
 from .. import errors
-from .._core._recorder import Tensor, bind
+from .._core._recorder import Tensor, bind, state
 from ._dtypes import as_dtype, check_width, from_np
 from ._machinery import (
     INT,
@@ -116,6 +116,15 @@ _zeros_like_p = prim("zeros_like", lambda x, dtype: jnp.zeros(jnp.shape(x), dtyp
 _ones_like_p = prim("ones_like", lambda x, dtype: jnp.ones(jnp.shape(x), dtype), differentiable=False)
 
 
+def _like(p: Any, t: Tensor, dtype: Any) -> Tensor:
+    d = _dtype_or(dtype) if dtype is not None else t._value.dtype
+    if state.tracing:
+        # Inside tf.function TF folds zeros_like/ones_like of a fully known shape into a
+        # constant: the result is not watched, so a gradient with respect to it is None.
+        return Tensor(p.impl(t._value, dtype=d))
+    return bind(p, t, dtype=d)
+
+
 def zeros_like(input: Any, dtype: Any = None, name: str | None = None, layout: Any = None) -> Tensor:  # noqa: A002
     """Zeros with the shape (and dtype, unless given) of ``input`` (not connected to it), as ``tf.zeros_like``.
 
@@ -125,7 +134,7 @@ def zeros_like(input: Any, dtype: Any = None, name: str | None = None, layout: A
         [0, 0]
     """
     t = _as_t(input)
-    return bind(_zeros_like_p, t, dtype=_dtype_or(dtype) if dtype is not None else t._value.dtype)
+    return _like(_zeros_like_p, t, dtype)
 
 
 def ones_like(input: Any, dtype: Any = None, name: str | None = None, layout: Any = None) -> Tensor:  # noqa: A002
@@ -137,7 +146,7 @@ def ones_like(input: Any, dtype: Any = None, name: str | None = None, layout: An
         [1.0, 1.0]
     """
     t = _as_t(input)
-    return bind(_ones_like_p, t, dtype=_dtype_or(dtype) if dtype is not None else t._value.dtype)
+    return _like(_ones_like_p, t, dtype)
 
 
 _fill_p = prim("fill", lambda value, shape: jnp.broadcast_to(value, shape))

@@ -24,22 +24,10 @@ def real_tf():
 # be moved out of this list.
 _NESTED = "tests/oracle/test_oracle_nested_exact.py::"
 KNOWN_DIFFERENCES = {
-    # Inside tf.function TF builds a graph: ZerosLike/OnesLike outputs get no gradient there,
-    # a custom_gradient under an accumulator takes its inner ops' (zero) tangent, and dtype
-    # errors are raised while tracing with graph-mode classes (TypeError/ValueError).
-    **{_NESTED + f"test_nondifferentiable_op_output_as_source[{op}-function]": "graph-mode ZerosLike/OnesLike"
-       for op in ("ones_like", "zeros_like")},
+    # Inside tf.function TF builds a graph: a custom_gradient under an accumulator takes its
+    # inner ops' (zero) tangent there.
     **{_NESTED + f"test_custom_gradient_under_forward_accumulator[{b}-{o}-function]": "graph-mode forwardprop"
        for b in ("const5", "stop_times2") for o in ("acc", "tape_in_acc", "acc_in_acc")},
-    **{_NESTED + f"test_dtype_rules[{c}-function]": "graph-mode error classes"
-       for c in ("float_eq_int_tensor", "float_ne_int_tensor", "int32_plus_pyfloat", "reduce_mean_scalar_axis0",
-                 "reduce_sum_scalar_axis0", "tf_equal_float_int")},
-    # Nested accumulators over a custom_gradient whose inner ops give the tangent: TF 0.0, tapejax None.
-    **{_NESTED + f"test_custom_gradient_under_forward_accumulator[{b}-acc_in_acc-{m}]": "nested FA over custom op"
-       for b in ("times2", "const_plus_zero_x") for m in ("eager", "function")},
-    # Identically zero third derivative through leaky_relu's select: TF None, tapejax zeros.
-    **{_NESTED + f"test_third_derivative_of_piecewise_activation[leaky_relu-{m}]": "identically zero derivative"
-       for m in ("eager", "function")},
 }
 
 
