@@ -23,7 +23,7 @@ from .._core import _recorder as _core
 from .._engine import _interpret
 from .._engine import _replay
 from ._autodiff import _call_grad_fn, _cotangent_tensor
-from .._core._recorder import Primitive, Tensor, VariableBase
+from .._core._recorder import Primitive, Tensor, VariableBase, bind
 from .._ops._dtypes import INEXACT
 from ._gradient_tape import _log_first_n
 from ._tape_common import UnconnectedGradients
@@ -121,12 +121,25 @@ class _Tangents:
             return
         with _core.outside(self):
             derived = _transpose_grad_fn(grad_fn, variables, n_args, inputs, tin, outs)
+            if _core.state.tracing:
+                # Inside a compiled step TF is in graph mode, where the output's tangent is
+                # its inner ops' (zeros where they give none, still an op on the input
+                # tangent); grad_fn still runs, so its errors surface.
+                k0 = next(k for k, t in enumerate(tin) if t is not None)
+                derived = [bind(_ZERO_TANGENT, inputs[k0], tin[k0], shape=tuple(o._value.shape), dtype=o._value.dtype)
+                           if o._value.dtype in INEXACT else None for o in outs]
         for o, i, d in zip(outs, inner, derived):
             t = tans.get(i) if i is not None else None
             if t is None:
                 t = d
             if t is not None:
                 self.set(o, t)
+
+
+# Zeros of a given shape that still depend (by a product with 0) on a primal and its
+# tangent, as TF's graph-mode tangent ops do: connected, so outer accumulators see them.
+_ZERO_TANGENT = Primitive(
+    "zero_tangent", lambda x, t, shape, dtype: jnp.zeros(shape, dtype) + 0 * (jnp.sum(x) + jnp.sum(t)).astype(dtype))
 
 
 def _transpose_grad_fn(grad_fn: Callable, variables: list, n_args: int, inputs: list, tin: list, outs: list) -> list:

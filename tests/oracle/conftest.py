@@ -19,16 +19,11 @@ def real_tf():
     return tf
 
 
-# Known differences from TF 2.21 (compat_docs/differences.md, "Nested differentiation: what
-# still differs"). Strict xfails: each must still differ, so a fix shows up as a failure to
-# be moved out of this list.
-_NESTED = "tests/oracle/test_oracle_nested_exact.py::"
-KNOWN_DIFFERENCES = {
-    # Inside tf.function TF builds a graph: a custom_gradient under an accumulator takes its
-    # inner ops' (zero) tangent there.
-    **{_NESTED + f"test_custom_gradient_under_forward_accumulator[{b}-{o}-function]": "graph-mode forwardprop"
-       for b in ("const5", "stop_times2") for o in ("acc", "tape_in_acc", "acc_in_acc")},
-}
+
+# Known differences from TF 2.21 (compat_docs/differences.md), as node id -> reason. Each is
+# marked a strict xfail: it must still differ, so a fix shows up as a failure to move it out.
+# Empty: every case of tests/oracle/test_oracle_nested_exact.py agrees with TF.
+KNOWN_DIFFERENCES: dict = {}
 
 
 def _mark_known_differences(items):
