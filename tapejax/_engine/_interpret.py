@@ -141,7 +141,7 @@ def _zero_ct(o: Any) -> Any:
 
 
 def _build_vjp(sig: tuple) -> Callable:
-    prim, params, n_in, act, ctmask = sig
+    prim, params, n_in, act, ctmask, batched = sig
 
     def pullback(*vals: Any) -> tuple:
         args = list(vals[:n_in])
@@ -150,7 +150,11 @@ def _build_vjp(sig: tuple) -> Callable:
         cts = tuple(given[k] if k in given else _zero_ct(o) for k, o in enumerate(outs))
         return tuple(pb(cts))
 
-    return pullback
+    if not batched:
+        return pullback
+    # A jacobian: a leading axis of cotangents (one row per target element), the
+    # primals shared: one pullback, vectorized (TF's pfor over its gradient ops).
+    return jax.vmap(pullback, in_axes=(None,) * n_in + (0,) * len(ctmask))
 
 
 def _build_jvp(sig: tuple) -> Callable:
@@ -195,8 +199,9 @@ OUTPUT_RULES: dict[str, Primitive] = {
 _jvps = _Derived(_build_jvp)
 
 
-def _vjp_impl(*vals: Any, op: Primitive, params: tuple, n_in: int, act: tuple, ctmask: tuple) -> tuple:
-    return _vjps((op, params, n_in, act, ctmask), vals)
+def _vjp_impl(*vals: Any, op: Primitive, params: tuple, n_in: int, act: tuple, ctmask: tuple,
+              batched: bool = False) -> tuple:
+    return _vjps((op, params, n_in, act, ctmask, batched), vals)
 
 
 def _jvp_impl(*vals: Any, op: Primitive, params: tuple, n_in: int, tmask: tuple, omask: tuple) -> tuple:
@@ -249,10 +254,14 @@ def _bind_derived(prim: Primitive, derived: _Derived, sig: tuple, inputs: list, 
     return tuple(Tensor(o) for o in derived(sig, vals))
 
 
-def vjp_op(prim: Primitive, params: tuple, inputs: list, cts: list, act: tuple, ctmask: tuple) -> tuple:
-    """Input cotangents (for ``act``) of one op, as a bound ``VJP`` op over ``inputs`` and ``cts``."""
-    sig = (prim, params, len(inputs), act, ctmask)
+def vjp_op(prim: Primitive, params: tuple, inputs: list, cts: list, act: tuple, ctmask: tuple,
+           batched: bool = False) -> tuple:
+    """Input cotangents (for ``act``) of one op, as a bound ``VJP`` op over ``inputs`` and ``cts``
+    (``batched``: every cotangent has a leading axis of rows)."""
+    sig = (prim, params, len(inputs), act, ctmask, batched)
     kw = {"op": prim, "params": params, "n_in": len(inputs), "act": act, "ctmask": ctmask}
+    if batched:
+        kw["batched"] = True
     return _bind_derived(VJP, _vjps, sig, list(inputs) + list(cts), kw)
 
 
@@ -322,8 +331,11 @@ def has_python_backward(sl: Slice) -> bool:
 
 def interpret_needed(sl: Slice, extra_ids: Sequence[Any]) -> bool:
     """Must this gradient be interpreted op by op (see the module docstring)?"""
-    if has_python_backward(sl):
-        return True
+    return has_python_backward(sl) or watched_outside(sl, extra_ids)
+
+
+def watched_outside(sl: Slice, extra_ids: Sequence[Any]) -> bool:
+    """Does an active tape or accumulator watch a tensor this slice's derivative would read?"""
     rec, accs = state.recording, state.accumulators
     if not rec and not accs:
         return False
@@ -364,17 +376,23 @@ def gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tupl
         raise
 
 
-def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tuple:
+def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: Any = None) -> tuple:
     """Per connected source group of ``sl``, its gradient, computed op by op.
 
     ``targets`` are the used targets (``sl.targets_used``) and ``given`` their
     output gradients (Tensors, or None for ones). JAX's cotangent convention
     inside; TF's conjugate for complex values at both ends, as in the compiled tier.
+    With ``rows`` (an array of shape ``(n,) + target.shape``, one target), every
+    cotangent carries a leading axis of n rows: the n vector-Jacobian products of a
+    jacobian in one pass.
     """
+    batched = rows is not None
     ct: dict[int, Tensor] = {}
     for t, g in zip(targets, given):
         v = t._value
-        if g is None:
+        if batched:
+            seed = Tensor(jnp.asarray(rows, v.dtype))
+        elif g is None:
             seed = Tensor(jnp.ones(v.shape, v.dtype))
         else:
             seed = bind(SEED, g, shape=tuple(v.shape), dtype=np.dtype(v.dtype))
@@ -393,7 +411,7 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tup
         eager = getattr(e.prim, "eager_vjp", None) if e.aux is not None else None
         rule = OUTPUT_RULES.get(e.prim.name) if len(outs) == 1 and outs[0] in values else None
         if eager is not None:
-            in_cts = eager(e, [ct.get(o) for o in outs])
+            in_cts = eager(e, [ct.get(o) for o in outs]) if not batched else _rows_eager(eager, e, outs, ct)
         elif rule is not None:
             if e.in_ids[0] is None or e.in_ids[0] not in reach:
                 continue
@@ -405,7 +423,7 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tup
                 continue
             ctmask = tuple(k for k, o in enumerate(outs) if o in ct)
             inputs = [handle(i, v) for i, v in zip(e.in_ids, e.in_vals)]
-            res = vjp_op(e.prim, _freeze(e.params), inputs, [ct[outs[k]] for k in ctmask], act, ctmask)
+            res = vjp_op(e.prim, _freeze(e.params), inputs, [ct[outs[k]] for k in ctmask], act, ctmask, batched)
             in_cts = dict(zip(act, res))
         for j, c in in_cts.items():
             i = e.in_ids[j]
@@ -421,11 +439,44 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tup
         if acc is None:
             d = sl.diff[grp[0]]
             v = sl.leaf_vals[d[1]] if d[0] == "leaf" else jnp.zeros(d[2], d[3])
-            acc = Tensor(jnp.zeros(jnp.shape(v), jnp.result_type(v)))
+            lead = (len(rows),) if batched else ()
+            acc = Tensor(jnp.zeros(lead + jnp.shape(v), jnp.result_type(v)))
         elif _complex(acc._value):
             acc = bind(CONJ, acc)
         grads.append(acc)
     return tuple(grads)
+
+
+ROW = Primitive("row", lambda c, r: c[r])
+STACK = Primitive("stack_rows", lambda *cs: jnp.stack(cs))
+
+
+def _rows_eager(eager: Callable, e: Any, outs: tuple, ct: dict) -> dict:
+    # A Python backward (grad_fn) takes one cotangent at a time: run it per row and stack.
+    n = next(c for c in (ct.get(o) for o in outs) if c is not None)._value.shape[0]
+    per_row = [eager(e, [bind(ROW, ct[o], r=r) if o in ct else None for o in outs]) for r in range(n)]
+    out = {}
+    for j in set().union(*per_row):
+        parts = [p.get(j) for p in per_row]
+        if all(p is None for p in parts):
+            continue
+        like = next(p for p in parts if p is not None)
+        zero = Tensor(jnp.zeros(like._value.shape, like._value.dtype))
+        out[j] = bind(STACK, *[zero if p is None else p for p in parts])
+    return out
+
+
+def jacobian(sl: Slice, target: Tensor, rows: Any) -> tuple:
+    """Per connected source group, the stacked vector-Jacobian products of ``rows``
+    (shape ``(n,) + target.shape``), interpreted op by op like ``gradient``: shape
+    ``(n,) + source.shape``. Used when a tape or accumulator outside watches the result."""
+    marks = [(t, len(t.eqns)) for t in state.recording]
+    try:
+        return _gradient(sl, [target], [None], rows)
+    except BaseException:
+        for t, n in marks:
+            del t.eqns[n:]
+        raise
 
 
 def _freeze(params: dict) -> tuple:

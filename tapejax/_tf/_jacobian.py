@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core import _recorder as _core
-from .._core._recorder import Tensor, VariableBase
-from .._engine import _replay
+from .._core._recorder import Primitive, Tensor, VariableBase, bind
+from .._engine import _interpret, _replay
 from .._engine._replay import _diff_primals, _forward_fn, _is_complex
 from .._engine._replay import sum_groups as _sum_groups
 from .._ops._tensor import TensorShape, convert_to_tensor
@@ -256,6 +256,13 @@ def _nopfor_error(what: str) -> RuntimeError:
     )
 
 
+# Stacked rows of vector-Jacobian products laid out as TF's results; ops, so that
+# the tapes outside record them.
+_ROWS_TO_JACOBIAN = Primitive("rows_to_jacobian", lambda r, shape: jnp.reshape(r, shape))
+_ROWS_TO_BATCH_JACOBIAN = Primitive(
+    "rows_to_batch_jacobian", lambda r, rest: jnp.moveaxis(jnp.reshape(r, rest + r.shape[1:]), len(rest), 0))
+
+
 def jacobian(
     g: Any, target: Any, sources: Any, unconnected_gradients: Any, parallel_iterations: Any, pfor: bool
 ) -> Any:
@@ -288,7 +295,16 @@ def jacobian(
             direction = choose_direction(y.size, sum(s.size for s in srcs), real)
         else:
             direction = "rev"  # the sequential loop runs over output rows, as TF's for_loop
-        jacs = _replay.run_transform(sl, (direction, chunk), "jacobian", (), ())
+        if _interpret.watched_outside(sl, ()):
+            # A tape or accumulator outside watches the result: the jacobian must reach
+            # every forward value its backward reads (an inner intermediate too), as TF's
+            # pfor over recorded gradient ops does. One interpreted pass over all rows.
+            n = int(y.size)
+            rows = jnp.eye(n, dtype=y.dtype).reshape((n,) + tuple(y.shape))
+            jacs = tuple(bind(_ROWS_TO_JACOBIAN, r, shape=tuple(y.shape) + tuple(r._value.shape[1:]))
+                         for r in _interpret.jacobian(sl, target, rows))
+        else:
+            jacs = _replay.run_transform(sl, (direction, chunk), "jacobian", (), ())
     g._end_use()
 
     tshape = tuple(target._value.shape)
@@ -349,7 +365,18 @@ def batch_jacobian(
     chunk = _chunk(parallel_iterations, pfor, "batch_jacobian", g)
     sl, _ = g._cut(tape, [target], [source])
     connected = sl.connected[0] and target._id in tape.watched
-    res = _replay.run_transform(sl, ("rev", chunk), "batch_jacobian", (), ())[0] if connected else None
+    res = None
+    if connected and _interpret.watched_outside(sl, ()):
+        # Watched from outside: interpreted, as jacobian. Row j seeds target[:, j] for
+        # every example (TF's batch_jacobian is the gradient of the batch sum of a column).
+        y = target._value
+        rest = tuple(y.shape[1:])
+        m = int(np.prod(rest)) if rest else 1
+        rows = jnp.broadcast_to(jnp.eye(m, dtype=y.dtype).reshape((m, 1) + rest), (m,) + tuple(y.shape))
+        (r,) = _interpret.jacobian(sl, target, rows)
+        res = bind(_ROWS_TO_BATCH_JACOBIAN, r, rest=rest)
+    elif connected:
+        res = _replay.run_transform(sl, ("rev", chunk), "batch_jacobian", (), ())[0]
     g._end_use()
     if res is not None:
         return res

@@ -1122,3 +1122,32 @@ def test_forward_accumulator_does_not_keep_primal_alive(real_tf, with_op):
     assert tj_alive is False, "tapejax's ForwardAccumulator keeps its primal alive"
     if tf_alive != "no weakref support":
         assert tf_alive == tj_alive
+
+
+# ----------------------------------------------------------------------------- jacobians recorded by an outer tape
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", ["jacobian", "batch_jacobian"])
+@pytest.mark.parametrize("hop", ["exp", "sin", "mul"])
+def test_inner_jacobian_differentiated_wrt_inner_intermediate(real_tf, hop, kind, mode):
+    """An inner (batch_)jacobian recorded on an outer tape reaches every forward value its
+    backward reads: the outer gradient with respect to an inner intermediate (TF: pfor over
+    recorded gradient ops)."""
+
+    def snippet(tf, wrap):
+        @wrap
+        def body(x):
+            with tf.GradientTape(persistent=True) as outer:
+                outer.watch(x)
+                with tf.GradientTape(persistent=True) as inner:
+                    inner.watch(x)
+                    h = {"exp": tf.exp, "sin": tf.sin, "mul": lambda v: v * v}[hop](x)
+                    y = tf.concat([tf.sin(h) * x, h * x * x], axis=1)
+                j = inner.jacobian(y, x) if kind == "jacobian" else inner.batch_jacobian(y, x)
+                s = tf.reduce_sum(j * j)
+            return j, outer.gradient(s, h), outer.gradient(s, x), outer.gradient(s, [h, x])
+
+        return body(tf.constant([[0.3], [-0.7], [1.2]]))
+
+    check(real_tf, snippet, mode)
