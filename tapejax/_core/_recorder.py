@@ -327,8 +327,10 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
 
     Positional arguments are data; keyword arguments are static (hashable) parameters.
     """
-    rec = state.recording
-    if not rec and not state.accumulators:
+    st = state
+    rec = st.recording
+    accs = st.accumulators
+    if not rec and not accs:
         # The fast path: no tape anywhere on this thread, so only unwrap and run.
         out = prim.impl(*[a._value if isinstance(a, (Tensor, VariableBase)) else a for a in args], **params)
         if prim.multiple_results:
@@ -373,7 +375,6 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
             eqn = Eqn(prim, params, in_ids, tuple(vals), out_ids)
         tape.eqns.append(eqn)
         w.update(diff_out)
-    accs = state.accumulators
     if accs:
         notify_accumulators(prim, params, in_ids, vals, outs)
     return outs
