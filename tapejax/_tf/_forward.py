@@ -28,6 +28,7 @@ from .._ops._dtypes import INEXACT
 from ._gradient_tape import _log_first_n
 from ._tape_common import UnconnectedGradients
 from .._ops._tensor import convert_to_tensor
+from .._ops.array import zeros_like
 
 __all__ = ["ForwardAccumulator"]
 
@@ -309,5 +310,5 @@ class ForwardAccumulator:
             else:
                 out.append(self._acc.tangents.get(v._id))
         if ug is UnconnectedGradients.ZERO:
-            out = [Tensor(jnp.zeros(v._value.shape, v._value.dtype)) if o is None else o for o, v in zip(out, flat)]
+            out = [zeros_like(v) if o is None else o for o, v in zip(out, flat)]
         return jax.tree_util.tree_unflatten(tdef, out)

@@ -16,6 +16,7 @@ from .._core._recorder import Tensor, VariableBase
 from .._engine import _interpret, _replay
 from .._ops._dtypes import INEXACT, from_np
 from .._ops._tensor import convert_to_tensor
+from .._ops.array import zeros_like
 from . import _jacobian, _tape_common
 from ._tape_common import UnconnectedGradients, _as_target, _check_tensors, _flatten, _unconnected, _VarTarget
 
@@ -273,7 +274,9 @@ class GradientTape:
                 # TF: a non-float source that is itself a target still gets ones.
                 out.append(Tensor(jnp.ones(s._value.shape, s._value.dtype)))
             elif ug is UnconnectedGradients.ZERO:
-                out.append(Tensor(jnp.zeros(s._value.shape, s._value.dtype)))
+                # TF fills with zeros_like(source): an op, so a tape outside that watches the
+                # source can take gradients with respect to this zero.
+                out.append(zeros_like(s))
             else:
                 out.append(None)
         if _config.explain_none_gradients and any(g is None for g in out):
