@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core._recorder import Primitive, Tensor, VariableBase, bind, state
+from .._core._recorder import Primitive, Tensor, bind, state
 from .._core._kinds import INEXACT
 from ._replay import Slice, _differentiable_deps
 
@@ -482,6 +482,3 @@ def jacobian(sl: Slice, target: Tensor, rows: Any) -> tuple:
 def _freeze(params: dict) -> tuple:
     return tuple(sorted(params.items())) if params else ()
 
-
-def variable_value(v: Any) -> Any:
-    return v._value if isinstance(v, Tensor | VariableBase) else v

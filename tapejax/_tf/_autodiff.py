@@ -371,35 +371,15 @@ def _watched_by_any(tensors: list) -> bool:
 # custom_gradient
 
 
-class _Mode(threading.local):
-    forward = False
-
-
-_mode = _Mode()
-
-
-class forward_mode:
-    """Context (per thread) for tracing a forward-mode (jvp) transform: custom
-    gradients then take the JAX rule that forward mode accepts."""
-
-    def __enter__(self) -> None:
-        self.old = _mode.forward
-        _mode.forward = True
-
-    def __exit__(self, *exc: Any) -> None:
-        _mode.forward = self.old
-
-
 class _CustomPrimitive(Primitive):
-    """A custom_gradient's primitive. ``primal_impl`` is the function without its
-    custom rule: TF's forward accumulators differentiate the function's own ops.
+    """A custom_gradient's primitive.
 
     ``eager_vjp`` is the backward TF runs: the call's own ``grad_fn`` (kept in
     the equation's ``aux``), called on Tensors, eagerly when the gradient is
     eager. Its ops are ordinary ops, so outer tapes and accumulators see them.
     """
 
-    __slots__ = ("primal_impl",)
+    __slots__ = ()
 
     def eager_vjp(self, eqn: Any, cts: list) -> dict:
         grad_fn, variables, n_args, out_avals = eqn.aux
@@ -533,7 +513,6 @@ class _CustomGradient:
         self.f = f
         name = getattr(f, "__qualname__", getattr(f, "__name__", "f"))
         self.prim = _CustomPrimitive(f"custom_gradient[{name}]", self._impl, multiple_results=True)
-        self.prim.primal_impl = self._primal_impl
         self._rules: dict = {}
         self._none: dict = {}  # (spec, avals) -> per input: does grad_fn return None for it?
         self._lock = threading.Lock()
@@ -546,11 +525,8 @@ class _CustomGradient:
             flat, _ = _flatten(y)
             return tuple(_array(v) for v in flat)
 
-    def _primal_impl(self, *arrays: Any, spec: _Spec) -> tuple:
-        return self._primal(spec, arrays)
-
-    def _rule(self, spec: _Spec, forward_mode: bool) -> Callable:
-        fn = self._rules.get((spec, forward_mode))
+    def _rule(self, spec: _Spec) -> Callable:
+        fn = self._rules.get(spec)
         if fn is not None:
             return fn
 
@@ -562,11 +538,8 @@ class _CustomGradient:
             # Residuals are the inputs: bwd re-runs the function so the values
             # grad_fn captured are traced functions of them (second order sees them).
             # The primal output goes through ``fn`` again so that a reverse pass
-            # over this one differentiates it with the custom rule too (TF's tapes
-            # do). JAX refuses forward mode over that, and TF's forward
-            # accumulators use the function's own ops anyway: in forward mode
-            # (``forward_mode()``), the plain function.
-            return (self._primal(spec, arrays) if forward_mode else fn(*arrays)), arrays
+            # over this one differentiates it with the custom rule too (TF's tapes do).
+            return fn(*arrays), arrays
 
         def bwd(arrays: tuple, cts: tuple) -> tuple:
             n = spec.n_args
@@ -584,11 +557,11 @@ class _CustomGradient:
         with self._lock:
             if len(self._rules) >= _CACHE_BOUND:
                 self._rules.clear()
-            self._rules[(spec, forward_mode)] = fn
+            self._rules[spec] = fn
         return fn
 
     def _impl(self, *arrays: Any, spec: _Spec) -> tuple:
-        return self._rule(spec, getattr(_mode, "forward", False))(*arrays)
+        return self._rule(spec)(*arrays)
 
     # --- which inputs grad_fn leaves without a gradient -------------------------------
 
@@ -748,7 +721,7 @@ def contains_custom_gradient(code: tuple) -> bool:
     """Does a slice's code (nested replays included) run a custom_gradient?
 
     Such a slice cannot go through ``jax.jvp`` (JAX refuses forward mode over
-    ``custom_vjp``): a transform that wants TF's custom rule must use reverse mode.
+    ``custom_vjp``): the jacobians use reverse mode for it.
     """
     return _contains(code, _CustomPrimitive)
 

@@ -35,6 +35,7 @@ from .._engine import _interpret, _replay
 from .._engine._replay import _diff_primals, _forward_fn, _is_complex
 from .._engine._replay import sum_groups as _sum_groups
 from .._ops._tensor import TensorShape, convert_to_tensor
+from ._autodiff import contains_custom_gradient
 from ._tape_common import UnconnectedGradients, _check_tensors, _flatten, _unconnected
 
 __all__ = ["choose_direction", "DEFAULT_LOOP_CHUNK", "FWD_RATIO"]
@@ -293,6 +294,8 @@ def jacobian(
             srcs = [s._value for s, c in zip(flat_sources, connected) if c]
             real = not _is_complex(y) and not any(_is_complex(s) for s in srcs)
             direction = choose_direction(y.size, sum(s.size for s in srcs), real)
+            if direction == "fwd" and contains_custom_gradient(sl.code):
+                direction = "rev"  # JAX has no forward mode through a custom_vjp
         else:
             direction = "rev"  # the sequential loop runs over output rows, as TF's for_loop
         if _interpret.watched_outside(sl, ()):

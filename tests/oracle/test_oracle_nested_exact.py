@@ -1151,3 +1151,25 @@ def test_inner_jacobian_differentiated_wrt_inner_intermediate(real_tf, hop, kind
         return body(tf.constant([[0.3], [-0.7], [1.2]]))
 
     check(real_tf, snippet, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_jacobian_of_a_tall_target_through_custom_gradient(real_tf, mode):
+    """A target 4x larger than its source would use forward mode; a custom_gradient forces
+    reverse mode (JAX has no jvp of a custom_vjp), and TF's rule (grad 3*dy) holds."""
+
+    def snippet(tf, wrap):
+        @tf.custom_gradient
+        def f(x):
+            return x * 2.0, lambda dy: dy * 3.0
+
+        @wrap
+        def body(x):
+            with tf.GradientTape() as t:
+                t.watch(x)
+                y = tf.concat([f(x), tf.sin(x), f(x) * x, x], axis=0)
+            return t.jacobian(y, x)
+
+        return body(tf.constant([1.0, 2.0]))
+
+    check(real_tf, snippet, mode)
