@@ -59,12 +59,13 @@ def _aval(v: Any) -> Any:
 class _Derived:
     """Functions derived from a primitive (its pullback, its tangent rule), per signature.
 
-    Run eagerly for the first calls of a signature (no compile: a notebook's
-    first higher-order gradient), compiled from the third call on (a training
-    loop). Inside a trace the function is inlined.
+    Compiled once per signature (``jax.jit``; shapes are jit's own cache): measured on
+    a first nested gradient, one compile per derived op beats an eager ``jax.vjp`` of
+    the op's compiled impl, which compiles its forward and its transposed programs
+    (0.38 s against 0.53 s for a 16-element Hessian-vector product). Inside a trace
+    the function is inlined.
     """
 
-    _EAGER_CALLS = 2
     _MAX = 2048
 
     def __init__(self, build: Callable[[tuple], Callable], zeros_connect: Callable[[tuple], tuple] | None = None):
@@ -78,21 +79,15 @@ class _Derived:
         with self.lock:
             e = self.fns.get(sig)
             if e is None:
-                e = self.fns[sig] = [self.build(sig), None, 0]
+                fn = self.build(sig)
+                e = self.fns[sig] = [fn, jax.jit(fn)]
                 if len(self.fns) > self._MAX:
                     self.fns.popitem(last=False)
             return e
 
     def __call__(self, sig: tuple, vals: Sequence[Any]) -> tuple:
         e = self._entry(sig)
-        if _is_tracer(vals):
-            return e[0](*vals)
-        e[2] += 1
-        if e[2] <= self._EAGER_CALLS:
-            return e[0](*vals)
-        if e[1] is None:
-            e[1] = jax.jit(e[0])
-        return e[1](*vals)
+        return e[0](*vals) if _is_tracer(vals) else e[1](*vals)
 
     def live_inputs(self, sig: tuple, vals: Sequence[Any]) -> list:
         """Per input: does any output read it (data dependence, comparisons included)?"""
