@@ -180,16 +180,35 @@ def _zeros_connect(sig: tuple) -> tuple:
 _vjps = _Derived(_build_vjp, zeros_connect=_zeros_connect)
 
 
-_RULE_NAMES = frozenset({"ExpGrad", "TanhGrad", "SigmoidGrad"})
+_RULE_NAMES = frozenset({"ExpGrad", "TanhGrad", "SigmoidGrad", "ReluGrad", "Relu6Grad", "EluGrad", "SeluGrad",
+                         "SqrtGrad", "RsqrtGrad", "ReciprocalGrad"})
 
 
-# Ops whose TF gradient kernel reads the op's *output* (ExpGrad, TanhGrad, SigmoidGrad):
+# Ops whose TF gradient kernel reads the op's *output* (ExpGrad, TanhGrad, ReluGrad, ...):
 # their backward op takes ``y``, not ``x``, so a derivative with respect to ``y`` of a
 # gradient sees that use, as in TF. ``rule(y, ct) -> ct_x``.
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_ALPHA = 1.6732632423543772848170429916717
+
+
+def _nonan(ct: Any, d: Any) -> Any:
+    # TF's "dy == 0 gives 0" kernels (SqrtGrad, RsqrtGrad, ReciprocalGrad).
+    prod = ct * d
+    return jnp.where(ct == 0, jnp.zeros_like(prod), prod)
+
+
 OUTPUT_RULES: dict[str, Primitive] = {
     "exp": Primitive("ExpGrad", lambda y, ct: ct * jnp.conj(y)),
     "tanh": Primitive("TanhGrad", lambda y, ct: ct * (1 - jnp.conj(y) * jnp.conj(y))),
     "sigmoid": Primitive("SigmoidGrad", lambda y, ct: ct * (jnp.conj(y) * (1 - jnp.conj(y)))),
+    "relu": Primitive("ReluGrad", lambda y, ct: jnp.where(y > 0, ct, jnp.zeros_like(ct))),
+    "relu6": Primitive("Relu6Grad", lambda y, ct: jnp.where((y > 0) & (y < 6), ct, jnp.zeros_like(ct))),
+    "elu": Primitive("EluGrad", lambda y, ct: jnp.where(y < 0, ct * (y + 1), ct)),
+    "selu": Primitive("SeluGrad", lambda y, ct: jnp.where(y < 0, ct * (y + _SELU_SCALE * _SELU_ALPHA),
+                                                          ct * _SELU_SCALE)),
+    "sqrt": Primitive("SqrtGrad", lambda y, ct: _nonan(ct, 0.5 / jnp.conj(y))),
+    "rsqrt": Primitive("RsqrtGrad", lambda y, ct: _nonan(ct, -0.5 * jnp.conj(y) ** 3)),
+    "reciprocal": Primitive("ReciprocalGrad", lambda y, ct: _nonan(ct, -(jnp.conj(y) ** 2))),
 }
 _jvps = _Derived(_build_jvp)
 
@@ -448,6 +467,10 @@ STACK = Primitive("stack_rows", lambda *cs: jnp.stack(cs))
 
 def _rows_eager(eager: Callable, e: Any, outs: tuple, ct: dict) -> dict:
     # A Python backward (grad_fn) takes one cotangent at a time: run it per row and stack.
+    # TF's jacobian (pfor) runs it on symbolic values: the op checks it can, first.
+    check = getattr(e.prim, "trace_check", None)
+    if check is not None:
+        check(e)
     n = next(c for c in (ct.get(o) for o in outs) if c is not None)._value.shape[0]
     per_row = [eager(e, [bind(ROW, ct[o], r=r) if o in ct else None for o in outs]) for r in range(n)]
     out = {}

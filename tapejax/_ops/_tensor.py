@@ -103,8 +103,20 @@ def _numpy_text(value: Any, is_repr: bool) -> str:
 # ---- properties and conversions, attached to the core Tensor ---------------
 
 
+def symbolic_numpy_error(what: str = "Tensor") -> AttributeError:
+    """TF's error for ``.numpy()`` on a symbolic tensor (inside tf.function or pfor), with
+    what to do instead."""
+    return AttributeError(
+        f"'SymbolicTensor' object has no attribute 'numpy': this {what} is a traced (symbolic) value, inside "
+        "a compiled tapejax.function step, a jacobian, or a traced custom_gradient. .numpy() works only on eager "
+        "values: compute with tf ops (tf.where instead of Python if), or call it outside the compiled step."
+    )
+
+
 def _t_numpy(self: Tensor) -> Any:
     """The value as a NumPy array (a NumPy scalar for rank 0, as in TF)."""
+    if isinstance(self._value, jax.core.Tracer):
+        raise symbolic_numpy_error()
     a = np.asarray(self._value)
     return a[()] if a.ndim == 0 else a
 

@@ -381,6 +381,25 @@ class _CustomPrimitive(Primitive):
 
     __slots__ = ()
 
+    def trace_check(self, eqn: Any) -> None:
+        """Run grad_fn once on symbolic upstream gradients, as TF's pfor does for a jacobian:
+        a grad_fn that needs values (``.numpy()``) raises here, with TF's exception class."""
+        grad_fn, variables, n_args, out_avals = eqn.aux
+
+        def probe(*dys: Any) -> int:
+            _call_grad_fn(grad_fn, [Tensor(d) for d in dys], tuple(variables), n_args)
+            return 0
+
+        try:
+            with _core.suspended():
+                jax.eval_shape(probe, *[jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in out_avals])
+        except jax.errors.ConcretizationTypeError as e:
+            name = getattr(grad_fn, "__qualname__", repr(grad_fn))
+            raise TypeError(
+                f"custom_gradient's grad_fn {name!r} branches on a tensor's value, but a jacobian runs it on "
+                "symbolic values (as TF's pfor does). Use tf.where instead of Python if."
+            ) from e
+
     def eager_vjp(self, eqn: Any, cts: list) -> dict:
         grad_fn, variables, n_args, out_avals = eqn.aux
         dys = []
@@ -395,7 +414,8 @@ class _CustomPrimitive(Primitive):
             grads = _call_grad_fn(grad_fn, dys, tuple(variables), n_args)
         except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError) as e:
             name = getattr(grad_fn, "__qualname__", repr(grad_fn))
-            # TF: .numpy() on a graph tensor is an AttributeError, a Python bool of one a TypeError.
+            # TF: .numpy() on a graph tensor is an AttributeError (Tensor.numpy raises that
+            # itself), np.asarray or a Python bool of one a TypeError.
             cls = AttributeError if isinstance(e, jax.errors.TracerArrayConversionError) else TypeError
             raise cls(
                 f"custom_gradient's grad_fn {name!r} needs concrete values (it called .numpy() or branched on a "

@@ -257,6 +257,21 @@ def _nopfor_error(what: str) -> RuntimeError:
     )
 
 
+def _trace_grad_fns(tape: Any, target: Tensor) -> None:
+    """TF computes a jacobian with pfor, which traces the gradient function of every op
+    its backward pass visits (every recorded op the target depends on), so a
+    custom_gradient whose grad_fn needs values (``.numpy()``) raises there, whatever the
+    sources. The same check, before the jacobian is computed."""
+    needed = {target._id}
+    for e in reversed(tape.eqns):
+        if not any(o in needed for o in e.out_ids):
+            continue
+        needed.update(i for i in e.in_ids if i is not None)
+        check = getattr(e.prim, "trace_check", None) if e.aux is not None else None
+        if check is not None:
+            check(e)
+
+
 # Stacked rows of vector-Jacobian products laid out as TF's results; ops, so that
 # the tapes outside record them.
 _ROWS_TO_JACOBIAN = Primitive("rows_to_jacobian", lambda r, shape: jnp.reshape(r, shape))
@@ -282,6 +297,7 @@ def jacobian(
     chunk = _chunk(parallel_iterations, pfor, "jacobian", g)
     flat_sources, sources_def = _flatten(sources)
     _check_tensors(flat_sources, "sources")
+    _trace_grad_fns(tape, target)
     sl, _ = g._cut(tape, [target], flat_sources)
     # TF differentiates reshape(target), recorded only if this tape watches the
     # target: an unwatched target is unconnected even to itself (gradient(x, x)
@@ -366,6 +382,7 @@ def batch_jacobian(
     tape = g._begin_use("gradient")
     ug = _unconnected_arg(unconnected_gradients, pfor, "batch_jacobian")
     chunk = _chunk(parallel_iterations, pfor, "batch_jacobian", g)
+    _trace_grad_fns(tape, target)
     sl, _ = g._cut(tape, [target], [source])
     connected = sl.connected[0] and target._id in tape.watched
     res = None

@@ -84,7 +84,14 @@ class Variable(VariableBase):
         return read_variable(self)
 
     def numpy(self) -> np.ndarray:
-        return np.asarray(self._value)
+        v = self._value
+        if isinstance(v, jax.core.Tracer):
+            # TF's ResourceVariable.numpy outside eager execution.
+            raise NotImplementedError(
+                "numpy() is only available when eager execution is enabled: inside a compiled tapejax.function "
+                "step the variable's value is symbolic. Return it from the step, or use tf.print."
+            )
+        return np.asarray(v)
 
     @property
     def dtype(self) -> DType:
