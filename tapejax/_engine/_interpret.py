@@ -31,7 +31,7 @@ import numpy as np
 
 from .._core._recorder import Primitive, Tensor, bind, state
 from .._core._kinds import INEXACT
-from ._replay import Slice, _differentiable_deps
+from ._replay import _NO_GRADIENT_PRIMS, Slice, _differentiable_deps
 
 __all__ = ["VJP", "JVP", "handle", "interpret_needed", "gradient", "jvp_op"]
 
@@ -98,7 +98,11 @@ class _Derived:
             fn = self._entry(sig)[0]
             try:
                 closed = jax.make_jaxpr(fn)(*vals)
-                live = _differentiable_deps(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+                # TF's gradient of a masked op (maximum: select on x >= y) reaches x only
+                # through a bool, so it is not recorded there: a derivative through it is
+                # None. Its fused kernels (ReluGrad(dy, y)) take the float input: connected.
+                live = _differentiable_deps(closed.jaxpr, [True] * len(closed.jaxpr.outvars),
+                                            strict=not _fused(sig))
                 if self.zeros_connect is not None:
                     # A cotangent that is a constant zero (JAX's symbolic zero: relu's
                     # second derivative) is, in TF's gradient functions, zeros_like(x):
@@ -163,6 +167,20 @@ def _build_jvp(sig: tuple) -> Callable:
     return tangent
 
 
+# Ops whose TF gradient is one fused kernel taking the op's float input or output
+# (ReluGrad, Relu6Grad, LeakyReluGrad, EluGrad, SeluGrad): a later derivative stays
+# connected to it even where the kernel only compares it.
+_FUSED_KERNELS = frozenset({"relu", "relu6", "leaky_relu", "elu", "selu"})
+
+
+def _fused(sig: tuple) -> bool:
+    prim, params = sig[0], sig[1]
+    while prim is VJP or prim is JVP:
+        pd = dict(params)
+        prim, params = pd.get("op"), pd.get("params", ())
+    return getattr(prim, "name", None) in _FUSED_KERNELS
+
+
 # Ops whose TF second-order gradient builds its zero with ``zeros(shape(x))`` (a Shape op:
 # no gradient path) rather than ``zeros_like(x)``: LeakyReluGradGrad. Their structural
 # zeros stay unconnected (None), as in TF.
@@ -170,9 +188,13 @@ _ZEROS_BY_SHAPE = frozenset({"leaky_relu"})
 
 
 def _zeros_connect(sig: tuple) -> tuple:
-    # Output k of a VJP is the cotangent of input act[k].
+    # Output k of a VJP is the cotangent of input act[k]. Only the fused kernels' gradients
+    # write their zero as zeros_like(x) (ReluGradGrad); the rest (SignGrad, LeakyReluGradGrad)
+    # as zeros(shape(x)), which is unconnected.
     prim, params = sig[0], dict(sig[1])
     if prim is VJP and getattr(params.get("op"), "name", None) in _ZEROS_BY_SHAPE:
+        return ()
+    if not _fused(sig):
         return ()
     return sig[3]
 
@@ -285,19 +307,108 @@ def jvp_op(prim: Primitive, params: tuple, inputs: list, tangents: list, tmask: 
     sig = (prim, params, len(inputs), tmask, omask)
     kw = {"op": prim, "params": params, "n_in": len(inputs), "tmask": tmask, "omask": omask}
     vals = [v._value if isinstance(v, Tensor) else v for v in list(inputs) + list(tangents)]
-    if prim is JVP or prim is VJP or prim.name in _RULE_NAMES:
-        # A derived op (a tangent or a pullback) is, in TF, a graph of ops over the
-        # original op's inputs: its tangent is connected (zeros, not None) even where
-        # its value does not change with them.
+    if prim is VJP and not _fused(tuple(dict(params).get(k) for k in ("op", "params"))):
+        # A pullback is, in TF, a graph of ops over the original op's inputs; a tangent
+        # crosses it wherever a float op reads a tangent-bearing input, but not through
+        # a sign or a comparison (their forward rules give None).
+        connected = _pullback_tangent_connected(prim, params, vals, tmask, len(omask))
+    elif prim is JVP or prim is VJP or prim.name in _RULE_NAMES:
+        # A tangent op (TF's double-vjp graph over the op's inputs) or a fused gradient
+        # kernel: its tangent is connected (zeros, not None) even where its value does
+        # not change.
         connected = [True] * len(omask)
     else:
         connected = _tangent_connected(sig, vals)
     if not any(connected):
         return [None] * len(omask)
-    # TF derives a tangent from the op's gradient function (a double vjp), which
-    # reads the op's inputs: the tangent stays connected to every primal input.
-    outs = _bind_derived(JVP, _jvps, sig, list(inputs) + list(tangents), kw, all_live=True)
+    # TF derives a tangent from the op's gradient function (a double vjp): the tangent
+    # is connected to the primal inputs that gradient function reads (Mul's reads both,
+    # even for a constant factor; Add's and Maximum's, through a bool mask, none).
+    all_in = list(inputs) + list(tangents)
+    if _watched(all_in):
+        n = len(inputs)
+        if prim is JVP or prim is VJP or prim.name in _RULE_NAMES:
+            reads = [True] * n
+        else:
+            reads = _gradient_reads(prim, params, vals[:n])
+        all_in = [v if (k >= n or reads[k]) else vals[k] for k, v in enumerate(all_in)]
+        outs = bind(JVP, *all_in, **kw)
+    else:
+        outs = tuple(Tensor(o) for o in _jvps(sig, vals))
     return [o if c else None for o, c in zip(outs, connected)]
+
+
+_FORWARD_CUT = frozenset({"sign"}) | _NO_GRADIENT_PRIMS
+
+
+def _forward_deps_cut(jaxpr: Any, live_in: list) -> list:
+    """Per output: does it depend on a live input along a path a tangent can take?"""
+    live = {v for v, l in zip(jaxpr.invars, live_in) if l}
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in _FORWARD_CUT:
+            continue
+        ins = [(not hasattr(v, "val")) and v in live for v in eqn.invars]
+        if not any(ins):
+            continue
+        inner = eqn.params.get("jaxpr")
+        if eqn.primitive.name in ("pjit", "jit") and inner is not None:
+            sub = _forward_deps_cut(getattr(inner, "jaxpr", inner), ins)
+            live.update(o for o, d in zip(eqn.outvars, sub) if d)
+        else:
+            live.update(eqn.outvars)
+    return [(not hasattr(v, "val")) and v in live for v in jaxpr.outvars]
+
+
+def _pullback_tangent_connected(prim: Primitive, params: tuple, vals: list, tmask: tuple, n_out: int) -> list:
+    n_in = len(vals) - len(tmask)
+    key = ("pullback", prim, params, tmask, tuple(_aval(v) for v in vals[:n_in]))
+    with _tconn_lock:
+        r = _tconn.get(key)
+    if r is not None:
+        return r
+    try:
+        closed = jax.make_jaxpr(lambda *a: prim.impl(*a, **dict(params)))(*vals[:n_in])
+        outs = _forward_deps_cut(closed.jaxpr, [k in tmask for k in range(n_in)])
+        r = outs[:n_out] if len(outs) >= n_out else [True] * n_out
+    except Exception:  # noqa: BLE001 - unknown: connected
+        r = [True] * n_out
+    with _tconn_lock:
+        _tconn[key] = r
+    return r
+
+
+_reads_cache: OrderedDict = OrderedDict()
+
+
+def _gradient_reads(prim: Primitive, params: tuple, primals: list) -> list:
+    """Per input of ``prim``: does its gradient function (pullback for every floating input,
+    constants included, as TF computes them) read it? Comparisons do not count, except in
+    fused kernels (ReluGrad)."""
+    key = (prim, params, tuple(_aval(v) for v in primals))
+    with _tconn_lock:
+        r = _reads_cache.get(key)
+    if r is not None:
+        return r
+    # TF turns a Python number beside a float tensor into a float constant, whose gradient
+    # its gradient function computes too (Mul's ``grad * x`` for ``x * 2``).
+    primals = [float(v) if type(v) is int else v for v in primals]
+    act = tuple(j for j, v in enumerate(primals) if jnp.result_type(v) in INEXACT)
+    try:
+        outs = jax.eval_shape(lambda *a: prim.impl(*a, **dict(params)), *primals)
+        outs = tuple(outs) if prim.multiple_results else (outs,)
+        ctmask = tuple(k for k, o in enumerate(outs) if np.dtype(o.dtype) in INEXACT)
+        vsig = (prim, params, len(primals), act, ctmask, False)
+        cts = [jnp.zeros(outs[k].shape, outs[k].dtype) for k in ctmask]
+        closed = jax.make_jaxpr(_vjps._entry(vsig)[0])(*primals, *cts)
+        deps = _differentiable_deps(closed.jaxpr, [True] * len(closed.jaxpr.outvars), strict=not _fused(vsig))
+        r = deps[:len(primals)]
+    except Exception:  # noqa: BLE001 - unknown: connected
+        r = [True] * len(primals)
+    with _tconn_lock:
+        _reads_cache[key] = r
+        if len(_reads_cache) > 4096:
+            _reads_cache.popitem(last=False)
+    return r
 
 
 _tconn: OrderedDict = OrderedDict()
@@ -333,6 +444,34 @@ def _tangent_connected(sig: tuple, vals: list) -> list:
 
 # --------------------------------------------------------------------------
 # The interpreted gradient.
+
+
+_grad_edges: OrderedDict = OrderedDict()
+
+
+def gradient_inputs(eqn: Any) -> list:
+    """Per input of a recorded op: can a gradient flow into it (not only through a comparison)?
+
+    Only derived ops (a recorded VJP or JVP) are analysed: TF's gradient of a gradient
+    reaches an input a pullback reads only inside a mask (maximum's ``x >= y``) with None.
+    Every other op passes gradients to all of its recorded inputs."""
+    prim = eqn.prim
+    if prim is not VJP and prim is not JVP:
+        return [True] * len(eqn.in_ids)
+    key = (prim, _freeze(eqn.params), tuple(_aval(v) for v in eqn.in_vals))
+    with _tconn_lock:
+        r = _grad_edges.get(key)
+    if r is None:
+        try:
+            closed = jax.make_jaxpr(lambda *v: prim.impl(*v, **eqn.params))(*eqn.in_vals)
+            r = _differentiable_deps(closed.jaxpr, [True] * len(closed.jaxpr.outvars), strict=True)
+        except Exception:  # noqa: BLE001 - unknown: assume a gradient flows
+            r = [True] * len(eqn.in_ids)
+        with _tconn_lock:
+            _grad_edges[key] = r
+            if len(_grad_edges) > 4096:
+                _grad_edges.popitem(last=False)
+    return r
 
 
 def has_python_backward(sl: Slice) -> bool:
@@ -437,7 +576,14 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
                 continue
             ctmask = tuple(k for k, o in enumerate(outs) if o in ct)
             inputs = [handle(i, v) for i, v in zip(e.in_ids, e.in_vals)]
-            res = vjp_op(e.prim, _freeze(e.params), inputs, [ct[outs[k]] for k in ctmask], act, ctmask, batched)
+            cts_in = [ct[outs[k]] for k in ctmask]
+            if len(act) > 1 and _watched(inputs + cts_in):
+                # TF's gradient function makes one op per input gradient (MatMulGrad: each
+                # product reads only the other operand): one VJP op per input, so a later
+                # derivative of one input's gradient is connected only to what it reads.
+                res = [vjp_op(e.prim, _freeze(e.params), inputs, cts_in, (j,), ctmask, batched)[0] for j in act]
+            else:
+                res = vjp_op(e.prim, _freeze(e.params), inputs, cts_in, act, ctmask, batched)
             in_cts = dict(zip(act, res))
         for j, c in in_cts.items():
             i = e.in_ids[j]

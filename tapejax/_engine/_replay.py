@@ -559,21 +559,31 @@ def _is_var(v: Any) -> bool:
     return not hasattr(v, "val")  # a Literal carries .val; a Var does not
 
 
-def _differentiable_deps(jaxpr: Any, needed_out: list) -> list:
+# JAX primitives through which no gradient flows (their outputs are piecewise constant).
+_NO_GRADIENT_PRIMS = frozenset({
+    "lt", "le", "gt", "ge", "eq", "ne", "floor", "ceil", "round", "stop_gradient", "and", "or", "not",
+    "xor", "is_finite", "argmax", "argmin", "iota", "shift_left", "shift_right_logical", "population_count",
+})
+
+
+def _differentiable_deps(jaxpr: Any, needed_out: list, strict: bool = False) -> list:
     """Per input of ``jaxpr``: does a needed output depend on it at all (data dependence)?
 
     Nested jitted calls are followed; other higher-order primitives count all their
     inputs (conservative). Dependence through comparisons counts too: TF's graph also
-    keeps relu''s and abs''s (zero) second derivatives connected.
+    keeps relu''s and abs''s (zero) second derivatives connected. With ``strict``, only
+    dependence a gradient can flow along (comparisons and the like cut it).
     """
     needed = {v for v, n in zip(jaxpr.outvars, needed_out) if n and _is_var(v)}
     for eqn in reversed(jaxpr.eqns):
         outs = [o in needed for o in eqn.outvars]
         if not any(outs):
             continue
+        if strict and eqn.primitive.name in _NO_GRADIENT_PRIMS:
+            continue
         inner = eqn.params.get("jaxpr")
         if eqn.primitive.name in ("pjit", "jit") and inner is not None:
-            sub = _differentiable_deps(getattr(inner, "jaxpr", inner), outs)
+            sub = _differentiable_deps(getattr(inner, "jaxpr", inner), outs, strict)
             needed.update(v for v, u in zip(eqn.invars, sub) if u and _is_var(v))
         else:
             needed.update(v for v in eqn.invars if _is_var(v))

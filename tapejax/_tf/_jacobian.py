@@ -264,9 +264,9 @@ def _trace_grad_fns(tape: Any, target: Tensor) -> None:
     sources. The same check, before the jacobian is computed."""
     needed = {target._id}
     for e in reversed(tape.eqns):
-        if not any(o in needed for o in e.out_ids):
-            continue
-        needed.update(i for i in e.in_ids if i is not None)
+        if not any(o in needed for o in e.out_ids) or not e.prim.differentiable:
+            continue  # TF calls no gradient function where no gradient arrives
+        needed.update(i for i, g in zip(e.in_ids, _interpret.gradient_inputs(e)) if i is not None and g)
         check = getattr(e.prim, "trace_check", None) if e.aux is not None else None
         if check is not None:
             check(e)
