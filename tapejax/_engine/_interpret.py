@@ -30,6 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._recorder import Primitive, Tensor, bind, state
+from .._core._recorder import notify_accumulators as _notify
+from .._core._recorder import record as _record
 from .._core._kinds import INEXACT
 from ._replay import _NO_GRADIENT_PRIMS, Slice, _differentiable_deps
 
@@ -331,8 +333,16 @@ def jvp_op(prim: Primitive, params: tuple, inputs: list, tangents: list, tmask: 
             reads = [True] * n
         else:
             reads = _gradient_reads(prim, params, vals[:n])
-        all_in = [v if (k >= n or reads[k]) else vals[k] for k, v in enumerate(all_in)]
-        outs = bind(JVP, *all_in, **kw)
+        # Tapes see the tangent op over the inputs its gradient function reads; the
+        # accumulators outside (forward over forward) over all of them, as TF's
+        # double-vjp function call takes every input.
+        outs = tuple(Tensor(o) for o in _jvps(sig, vals))
+        all_ids = tuple(v._id if isinstance(v, Tensor) else None for v in all_in)
+        tape_ids = tuple(i if (k >= n or reads[k]) else None for k, i in enumerate(all_ids))
+        if state.recording:
+            _record(JVP, kw, tape_ids, tuple(vals), list(outs))
+        if state.accumulators:
+            _notify(JVP, kw, all_ids, list(vals), outs)
     else:
         outs = tuple(Tensor(o) for o in _jvps(sig, vals))
     return [o if c else None for o, c in zip(outs, connected)]
