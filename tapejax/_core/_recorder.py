@@ -89,12 +89,12 @@ class Primitive:
     respect to* them; only the edge into the op is cut. ``recorded=False``
     (stop_gradient) is never recorded at all: its output is a new constant.
 
-    ``eager_vjp(eqn, cotangents) -> input cotangents`` (optional, set by a
-    subclass or an instance) lets an op run its own backward eagerly on Tensors
-    (a custom_gradient's Python grad_fn); the interpreted backward pass calls it.
+    ``eager_vjp(eqn, cotangents) -> input cotangents`` (optional, defined by a
+    subclass) lets an op run its own backward eagerly on Tensors (a
+    custom_gradient's Python grad_fn); the interpreted backward pass calls it.
     """
 
-    __slots__ = ("name", "impl", "differentiable", "multiple_results", "recorded", "__dict__")
+    __slots__ = ("name", "impl", "differentiable", "multiple_results", "recorded")
 
     def __init__(
         self,
@@ -177,8 +177,8 @@ class Tape:
         return list(self.eqns)
 
 
-# Every core tape still alive (GradientTapes and ForwardAccumulators), so that
-# explain can say a value was "recorded on another tape".
+# Every core tape still alive, so that explain can say a value was "recorded on
+# another tape".
 live_tapes: weakref.WeakSet = weakref.WeakSet()
 
 
@@ -208,12 +208,17 @@ def push(tape: Tape) -> None:
     state.order.append(tape)
 
 
+def _remove_last(lst: list, obj: Any) -> None:
+    # By identity (tapes compare by identity; a list's remove() would use ==).
+    for k in range(len(lst) - 1, -1, -1):
+        if lst[k] is obj:
+            del lst[k]
+            return
+
+
 def pop(tape: Tape) -> None:
-    for lst in (state.recording, state.order):
-        for k in range(len(lst) - 1, -1, -1):
-            if lst[k] is tape:
-                del lst[k]
-                break
+    _remove_last(state.recording, tape)
+    _remove_last(state.order, tape)
 
 
 def push_accumulator(acc: Any) -> None:
@@ -222,12 +227,8 @@ def push_accumulator(acc: Any) -> None:
 
 
 def pop_accumulator(acc: Any) -> None:
-    pop(acc)
-    lst = state.accumulators
-    for k in range(len(lst) - 1, -1, -1):
-        if lst[k] is acc:
-            del lst[k]
-            break
+    _remove_last(state.accumulators, acc)
+    _remove_last(state.order, acc)
 
 
 class outside:

@@ -21,8 +21,6 @@ from the derived function's jaxpr.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 import jax
@@ -33,7 +31,7 @@ from .._core._recorder import Primitive, Tensor, bind, state
 from .._core._recorder import notify_accumulators as _notify
 from .._core._recorder import record as _record
 from .._core._kinds import INEXACT
-from ._replay import _NO_GRADIENT_PRIMS, Slice, _differentiable_deps
+from ._replay import _NO_GRADIENT_PRIMS, Slice, _Cache, _differentiable_deps
 
 __all__ = ["VJP", "JVP", "handle", "interpret_needed", "gradient", "jvp_op"]
 
@@ -58,6 +56,24 @@ def _aval(v: Any) -> Any:
     return (type(v), v) if type(v) in (int, float, bool, complex) else type(v)
 
 
+def _avals(vals: Sequence[Any]) -> tuple:
+    return tuple(_aval(v) for v in vals)
+
+
+# One bounded LRU for every per-signature jaxpr analysis below (connectivity facts).
+_analyses = _Cache(8192)
+
+
+def _analysis(key: tuple, compute: Callable[[], list], fallback: list) -> list:
+    def make() -> list:
+        try:
+            return compute()
+        except Exception:  # noqa: BLE001 - an unknown answer is the conservative one (connected)
+            return fallback
+
+    return _analyses.get(key, make)
+
+
 class _Derived:
     """Functions derived from a primitive (its pullback, its tangent rule), per signature.
 
@@ -68,24 +84,17 @@ class _Derived:
     the function is inlined.
     """
 
-    _MAX = 2048
-
     def __init__(self, build: Callable[[tuple], Callable], zeros_connect: Callable[[tuple], tuple] | None = None):
         self.build = build
         self.zeros_connect = zeros_connect
-        self.fns: OrderedDict = OrderedDict()
-        self.live: OrderedDict = OrderedDict()
-        self.lock = threading.Lock()
+        self.fns = _Cache(2048)
 
-    def _entry(self, sig: tuple) -> list:
-        with self.lock:
-            e = self.fns.get(sig)
-            if e is None:
-                fn = self.build(sig)
-                e = self.fns[sig] = [fn, jax.jit(fn)]
-                if len(self.fns) > self._MAX:
-                    self.fns.popitem(last=False)
-            return e
+    def _entry(self, sig: tuple) -> tuple:
+        def make() -> tuple:
+            fn = self.build(sig)
+            return fn, jax.jit(fn)
+
+        return self.fns.get(sig, make)
 
     def __call__(self, sig: tuple, vals: Sequence[Any]) -> tuple:
         e = self._entry(sig)
@@ -93,33 +102,25 @@ class _Derived:
 
     def live_inputs(self, sig: tuple, vals: Sequence[Any]) -> list:
         """Per input: does any output read it (data dependence, comparisons included)?"""
-        key = (sig, tuple(_aval(v) for v in vals))
-        with self.lock:
-            live = self.live.get(key)
-        if live is None:
-            fn = self._entry(sig)[0]
-            try:
-                closed = jax.make_jaxpr(fn)(*vals)
-                # TF's gradient of a masked op (maximum: select on x >= y) reaches x only
-                # through a bool, so it is not recorded there: a derivative through it is
-                # None. Its fused kernels (ReluGrad(dy, y)) take the float input: connected.
-                live = _differentiable_deps(closed.jaxpr, [True] * len(closed.jaxpr.outvars),
-                                            strict=not _fused(sig))
-                if self.zeros_connect is not None:
-                    # A cotangent that is a constant zero (JAX's symbolic zero: relu's
-                    # second derivative) is, in TF's gradient functions, zeros_like(x):
-                    # an op on that input, which keeps it connected (zeros, not None).
-                    const = [not d for d in _forward_deps(closed.jaxpr, [True] * len(vals))]
-                    for j, c in zip(self.zeros_connect(sig), const):
-                        if c:
-                            live[j] = True
-            except Exception:  # noqa: BLE001 - an analysis failure costs precision (zeros for None), never values
-                live = [True] * len(vals)
-            with self.lock:
-                self.live[key] = live
-                if len(self.live) > self._MAX:
-                    self.live.popitem(last=False)
-        return live
+
+        def compute() -> list:
+            closed = jax.make_jaxpr(self._entry(sig)[0])(*vals)
+            # TF's gradient of a masked op (maximum: select on x >= y) reaches x only
+            # through a bool, so it is not recorded there: a derivative through it is
+            # None. Its fused kernels (ReluGrad(dy, y)) take the float input: connected.
+            live = _differentiable_deps(closed.jaxpr, [True] * len(closed.jaxpr.outvars), strict=not _fused(sig))
+            if self.zeros_connect is not None:
+                # A cotangent that is a constant zero (JAX's symbolic zero: relu's
+                # second derivative) is, in TF's gradient functions, zeros_like(x):
+                # an op on that input, which keeps it connected (zeros, not None).
+                const = [not d for d in _forward_deps(closed.jaxpr, [True] * len(vals))]
+                for j, c in zip(self.zeros_connect(sig), const):
+                    if c:
+                        live[j] = True
+            return live
+
+        # An analysis failure costs precision (zeros for None), never values.
+        return _analysis(("live", sig, _avals(vals)), compute, [True] * len(vals))
 
 
 def _op_fn(prim: Primitive, params: tuple, args: list, act: tuple) -> Callable:
@@ -280,12 +281,9 @@ def _watched(vals: Sequence[Any]) -> bool:
     return False
 
 
-def _bind_derived(prim: Primitive, derived: _Derived, sig: tuple, inputs: list, params: dict,
-                  all_live: bool = False) -> tuple:
+def _bind_derived(prim: Primitive, derived: _Derived, sig: tuple, inputs: list, params: dict) -> tuple:
     vals = [v._value if isinstance(v, Tensor) else v for v in inputs]
     if _watched(inputs):
-        if all_live:
-            return bind(prim, *inputs, **params)
         live = derived.live_inputs(sig, vals)
         inputs = [v if keep else val for v, val, keep in zip(inputs, vals, live)]
         return bind(prim, *inputs, **params)
@@ -351,112 +349,73 @@ def jvp_op(prim: Primitive, params: tuple, inputs: list, tangents: list, tmask: 
 _FORWARD_CUT = frozenset({"sign"}) | _NO_GRADIENT_PRIMS
 
 
-def _forward_deps_cut(jaxpr: Any, live_in: list) -> list:
-    """Per output: does it depend on a live input along a path a tangent can take?"""
+def _forward_deps(jaxpr: Any, live_in: list, cut: frozenset = frozenset()) -> list:
+    """Per output of ``jaxpr``: does it depend on an input marked in ``live_in``, along a
+    path through no primitive in ``cut``? Nested jitted calls are followed."""
     live = {v for v, l in zip(jaxpr.invars, live_in) if l}
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name in _FORWARD_CUT:
+        if eqn.primitive.name in cut:
             continue
         ins = [(not hasattr(v, "val")) and v in live for v in eqn.invars]
         if not any(ins):
             continue
         inner = eqn.params.get("jaxpr")
         if eqn.primitive.name in ("pjit", "jit") and inner is not None:
-            sub = _forward_deps_cut(getattr(inner, "jaxpr", inner), ins)
+            sub = _forward_deps(getattr(inner, "jaxpr", inner), ins, cut)
             live.update(o for o, d in zip(eqn.outvars, sub) if d)
         else:
             live.update(eqn.outvars)
     return [(not hasattr(v, "val")) and v in live for v in jaxpr.outvars]
 
 
+def _tangent_connected(sig: tuple, vals: list) -> list:
+    """Per output tangent of an op: does it depend on the input tangents at all?"""
+    n_in = sig[2]
+
+    def compute() -> list:
+        closed = jax.make_jaxpr(_jvps._entry(sig)[0])(*vals)
+        return _forward_deps(closed.jaxpr, [k >= n_in for k in range(len(vals))])
+
+    return _analysis(("tangent", sig, _avals(vals)), compute, [True] * len(sig[4]))
+
+
 def _pullback_tangent_connected(prim: Primitive, params: tuple, vals: list, tmask: tuple, n_out: int) -> list:
+    """Per output of a recorded pullback: can a tangent cross it from the inputs in ``tmask``
+    (not through a sign or a comparison, whose forward rules give None)?"""
     n_in = len(vals) - len(tmask)
-    key = ("pullback", prim, params, tmask, tuple(_aval(v) for v in vals[:n_in]))
-    with _tconn_lock:
-        r = _tconn.get(key)
-    if r is not None:
-        return r
-    try:
+
+    def compute() -> list:
         closed = jax.make_jaxpr(lambda *a: prim.impl(*a, **dict(params)))(*vals[:n_in])
-        outs = _forward_deps_cut(closed.jaxpr, [k in tmask for k in range(n_in)])
-        r = outs[:n_out] if len(outs) >= n_out else [True] * n_out
-    except Exception:  # noqa: BLE001 - unknown: connected
-        r = [True] * n_out
-    with _tconn_lock:
-        _tconn[key] = r
-    return r
+        outs = _forward_deps(closed.jaxpr, [k in tmask for k in range(n_in)], _FORWARD_CUT)
+        return outs[:n_out] if len(outs) >= n_out else [True] * n_out
 
-
-_reads_cache: OrderedDict = OrderedDict()
+    return _analysis(("pullback", prim, params, tmask, _avals(vals[:n_in])), compute, [True] * n_out)
 
 
 def _gradient_reads(prim: Primitive, params: tuple, primals: list) -> list:
     """Per input of ``prim``: does its gradient function (pullback for every floating input,
     constants included, as TF computes them) read it? Comparisons do not count, except in
     fused kernels (ReluGrad)."""
-    key = (prim, params, tuple(_aval(v) for v in primals))
-    with _tconn_lock:
-        r = _reads_cache.get(key)
-    if r is not None:
-        return r
-    # TF turns a Python number beside a float tensor into a float constant, whose gradient
-    # its gradient function computes too (Mul's ``grad * x`` for ``x * 2``).
-    primals = [float(v) if type(v) is int else v for v in primals]
-    act = tuple(j for j, v in enumerate(primals) if jnp.result_type(v) in INEXACT)
-    try:
-        outs = jax.eval_shape(lambda *a: prim.impl(*a, **dict(params)), *primals)
+
+    def compute() -> list:
+        # TF turns a Python number beside a float tensor into a float constant, whose
+        # gradient its gradient function computes too (Mul's ``grad * x`` for ``x * 2``).
+        ps = [float(v) if type(v) is int else v for v in primals]
+        act = tuple(j for j, v in enumerate(ps) if jnp.result_type(v) in INEXACT)
+        outs = jax.eval_shape(lambda *a: prim.impl(*a, **dict(params)), *ps)
         outs = tuple(outs) if prim.multiple_results else (outs,)
         ctmask = tuple(k for k, o in enumerate(outs) if np.dtype(o.dtype) in INEXACT)
-        vsig = (prim, params, len(primals), act, ctmask, False)
+        vsig = (prim, params, len(ps), act, ctmask, False)
         cts = [jnp.zeros(outs[k].shape, outs[k].dtype) for k in ctmask]
-        closed = jax.make_jaxpr(_vjps._entry(vsig)[0])(*primals, *cts)
+        closed = jax.make_jaxpr(_vjps._entry(vsig)[0])(*ps, *cts)
         deps = _differentiable_deps(closed.jaxpr, [True] * len(closed.jaxpr.outvars), strict=not _fused(vsig))
-        r = deps[:len(primals)]
-    except Exception:  # noqa: BLE001 - unknown: connected
-        r = [True] * len(primals)
-    with _tconn_lock:
-        _reads_cache[key] = r
-        if len(_reads_cache) > 4096:
-            _reads_cache.popitem(last=False)
-    return r
+        return deps[:len(ps)]
 
-
-_tconn: OrderedDict = OrderedDict()
-_tconn_lock = threading.Lock()
-
-
-def _forward_deps(jaxpr: Any, live_in: list) -> list:
-    """Per output of ``jaxpr``: does it depend on any input marked in ``live_in``?"""
-    live = {v for v, l in zip(jaxpr.invars, live_in) if l}
-    for eqn in jaxpr.eqns:
-        if any((not hasattr(v, "val")) and v in live for v in eqn.invars):
-            live.update(eqn.outvars)
-    return [(not hasattr(v, "val")) and v in live for v in jaxpr.outvars]
-
-
-def _tangent_connected(sig: tuple, vals: list) -> list:
-    key = (sig, tuple(_aval(v) for v in vals))
-    with _tconn_lock:
-        c = _tconn.get(key)
-    if c is None:
-        n_in = sig[2]
-        try:
-            closed = jax.make_jaxpr(_jvps._entry(sig)[0])(*vals)
-            c = _forward_deps(closed.jaxpr, [k >= n_in for k in range(len(vals))])
-        except Exception:  # noqa: BLE001 - unknown: assume connected
-            c = [True] * len(sig[4])
-        with _tconn_lock:
-            _tconn[key] = c
-            if len(_tconn) > 4096:
-                _tconn.popitem(last=False)
-    return c
+    return _analysis(("reads", prim, params, _avals(primals)), compute, [True] * len(primals))
 
 
 # --------------------------------------------------------------------------
 # The interpreted gradient.
-
-
-_grad_edges: OrderedDict = OrderedDict()
 
 
 def gradient_inputs(eqn: Any) -> list:
@@ -468,20 +427,12 @@ def gradient_inputs(eqn: Any) -> list:
     prim = eqn.prim
     if prim is not VJP and prim is not JVP:
         return [True] * len(eqn.in_ids)
-    key = (prim, _freeze(eqn.params), tuple(_aval(v) for v in eqn.in_vals))
-    with _tconn_lock:
-        r = _grad_edges.get(key)
-    if r is None:
-        try:
-            closed = jax.make_jaxpr(lambda *v: prim.impl(*v, **eqn.params))(*eqn.in_vals)
-            r = _differentiable_deps(closed.jaxpr, [True] * len(closed.jaxpr.outvars), strict=True)
-        except Exception:  # noqa: BLE001 - unknown: assume a gradient flows
-            r = [True] * len(eqn.in_ids)
-        with _tconn_lock:
-            _grad_edges[key] = r
-            if len(_grad_edges) > 4096:
-                _grad_edges.popitem(last=False)
-    return r
+
+    def compute() -> list:
+        closed = jax.make_jaxpr(lambda *v: prim.impl(*v, **eqn.params))(*eqn.in_vals)
+        return _differentiable_deps(closed.jaxpr, [True] * len(closed.jaxpr.outvars), strict=True)
+
+    return _analysis(("edges", prim, _freeze(eqn.params), _avals(eqn.in_vals)), compute, [True] * len(eqn.in_ids))
 
 
 def has_python_backward(sl: Slice) -> bool:
@@ -527,16 +478,21 @@ def _complex(v: Any) -> bool:
     return jnp.issubdtype(jnp.result_type(v), jnp.complexfloating)
 
 
-def gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tuple:
-    """See ``_gradient``. Atomic: if any op of the backward pass raises, the ops it
-    already recorded on the tapes outside are removed, so no tape is left half-updated."""
+def _atomic(run: Callable[[], tuple]) -> tuple:
+    # If any op of the backward pass raises, the ops it already recorded on the tapes
+    # outside are removed: no tape is left half-updated.
     marks = [(t, len(t.eqns)) for t in state.recording]
     try:
-        return _gradient(sl, targets, given)
+        return run()
     except BaseException:
         for t, n in marks:
             del t.eqns[n:]
         raise
+
+
+def gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tuple:
+    """See ``_gradient``; atomic on the tapes outside."""
+    return _atomic(lambda: _gradient(sl, targets, given))
 
 
 def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: Any = None) -> tuple:
@@ -644,13 +600,7 @@ def jacobian(sl: Slice, target: Tensor, rows: Any) -> tuple:
     """Per connected source group, the stacked vector-Jacobian products of ``rows``
     (shape ``(n,) + target.shape``), interpreted op by op like ``gradient``: shape
     ``(n,) + source.shape``. Used when a tape or accumulator outside watches the result."""
-    marks = [(t, len(t.eqns)) for t in state.recording]
-    try:
-        return _gradient(sl, [target], [None], rows)
-    except BaseException:
-        for t, n in marks:
-            del t.eqns[n:]
-        raise
+    return _atomic(lambda: _gradient(sl, [target], [None], rows))
 
 
 def _freeze(params: dict) -> tuple:

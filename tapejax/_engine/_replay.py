@@ -545,9 +545,7 @@ def run_transform(
     outs_vals = _replay_impl(*vals, **params)
     outs = [Tensor(o) for o in outs_vals]
     if state.recording:
-        # Reverse-mode results only: TF keeps a forward accumulator's jvp connected to
-        # its primals through its own (double-vjp) graph even when the value is constant.
-        live = _live_inputs(key, vals, params["n_leaves"]) if transform != "jvp" else [True] * len(vals)
+        live = _live_inputs(key, vals, params["n_leaves"])
         record(REPLAY, params, tuple(i if keep else None for i, keep in zip(ids, live)), tuple(vals), outs)
     return tuple(outs)
 

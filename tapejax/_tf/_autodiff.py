@@ -431,56 +431,49 @@ class _CustomPrimitive(Primitive):
         return out
 
 
+def _fix_cotangent(g: Any, shape: tuple, dtype: Any, k: int) -> Any:
+    """A grad_fn's gradient for input ``k`` (shape, dtype) as a JAX cotangent: broadcast,
+    cast, and conjugated for complex inputs (TF's convention is the conjugate of JAX's)."""
+    if tuple(g.shape) != tuple(shape):
+        try:
+            g = jnp.broadcast_to(g, shape)
+        except ValueError:
+            raise ValueError(
+                f"custom_gradient grad_fn returned a gradient of shape {list(g.shape)} for input {k} of shape "
+                f"{list(shape)}. Return one gradient per input, with that input's shape (TF passes a "
+                "mis-shaped gradient through unchecked; JAX's custom_vjp cannot)."
+            ) from None
+    complex_in = jnp.issubdtype(dtype, jnp.complexfloating)
+    if jnp.iscomplexobj(g) and not complex_in:
+        g = jnp.real(g)
+    g = g.astype(dtype)
+    return jnp.conj(g) if complex_in else g
+
+
+# The same conversion as an op, for the interpreted backward: outer tapes see it.
+_fix_cotangent_p = Primitive("grad_fn_cotangent", _fix_cotangent)
+
+
 def _cotangent(g: Any, a: Any, k: int) -> Any:
-    """A grad_fn's gradient for input ``a`` as a JAX cotangent (TF's convention is its conjugate)."""
+    """A grad_fn's gradient for input ``a`` as a JAX cotangent, inside the custom_vjp rule."""
     if not jnp.issubdtype(a.dtype, jnp.inexact):
         return np.zeros(np.shape(a), jax.dtypes.float0)
     if g is None:
         return jnp.zeros(np.shape(a), a.dtype)
-    g = _array(g)
-    if tuple(g.shape) != tuple(np.shape(a)):
-        try:
-            g = jnp.broadcast_to(g, np.shape(a))
-        except ValueError:
-            raise ValueError(
-                f"custom_gradient grad_fn returned a gradient of shape {list(g.shape)} for input {k} of shape "
-                f"{list(np.shape(a))}. Return one gradient per input, with that input's shape (TF passes a "
-                "mis-shaped gradient through unchecked; JAX's custom_vjp cannot)."
-            ) from None
-    if jnp.iscomplexobj(g) and not jnp.issubdtype(a.dtype, jnp.complexfloating):
-        g = jnp.real(g)
-    g = g.astype(a.dtype)
-    return jnp.conj(g) if jnp.issubdtype(a.dtype, jnp.complexfloating) else g
+    return _fix_cotangent(_array(g), tuple(np.shape(a)), a.dtype, k)
 
 
 def _cotangent_tensor(g: Any, a: Any, k: int) -> Tensor:
-    """A grad_fn's gradient for input ``a`` as a cotangent Tensor (a bound op where it
-    must be broadcast, cast or conjugated, so that higher orders see it)."""
+    """A grad_fn's gradient for input ``a`` as a cotangent Tensor, for the interpreted backward."""
     if isinstance(g, VariableBase):
         g = read_variable(g)
     elif not isinstance(g, Tensor):
         g = convert_to_tensor(g)
     gv = g._value
     shape, dtype = tuple(np.shape(a)), jnp.result_type(a)
-    if tuple(gv.shape) != shape:
-        try:
-            ok = jnp.broadcast_shapes(tuple(gv.shape), shape) == shape
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValueError(
-                f"custom_gradient grad_fn returned a gradient of shape {list(gv.shape)} for input {k} of shape "
-                f"{list(shape)}. Return one gradient per input, with that input's shape (TF passes a "
-                "mis-shaped gradient through unchecked; JAX's custom_vjp cannot)."
-            )
-    if tuple(gv.shape) != shape or gv.dtype != dtype or jnp.issubdtype(dtype, jnp.complexfloating):
-        if jnp.iscomplexobj(gv) and not jnp.issubdtype(dtype, jnp.complexfloating):
-            g = bind(_real_p, g)
-        g = bind(_interpret.SEED, g, shape=shape, dtype=np.dtype(dtype))
-    return g
-
-
-_real_p = Primitive("real", jnp.real)
+    if tuple(gv.shape) == shape and gv.dtype == dtype and not jnp.issubdtype(dtype, jnp.complexfloating):
+        return g
+    return bind(_fix_cotangent_p, g, shape=shape, dtype=np.dtype(dtype), k=k)
 
 
 def _upstream(ct: Any, y: Any) -> Tensor:
