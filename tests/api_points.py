@@ -118,4 +118,9 @@ ROWS = [
     ("function: devices and sharding", "same", "jit respects default_device and input shardings",
      ["test_function.py::test_methods_and_default_device",
       "test_function.py::test_data_parallel_step_on_8_host_devices_matches_one_device"]),
+    ("GradientTape.gradient: replay tiers (tapejax.config.replay_tier)", "differs",
+     "new slices interpreted op by op, hot slices compiled in the background; TF has one eager tier",
+     ["test_replay_tiers.py::test_auto_interprets_first_then_compiles_in_background_and_switches_at_a_count",
+      "test_replay_tiers.py::test_every_tier_gives_jax_grad",
+      "test_replay_tiers.py::test_random_programs_agree_across_tiers_and_with_jax_grad"]),
 ]

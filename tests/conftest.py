@@ -18,3 +18,15 @@ def _clean_tape_stack():
     leaked = list(_core.state.recording)
     _core.state.recording.clear()
     assert not leaked, "this test left a tape recording on the thread's stack"
+
+
+@pytest.fixture
+def compile_tier():
+    """Pin eager gradients to the compiled tier: for tests of the compile cache itself
+    (hits, misses, evictions, which transform a slice compiles to)."""
+    from tapejax import config
+
+    old = config.replay_tier
+    config.replay_tier = "compile"
+    yield
+    config.replay_tier = old

@@ -601,6 +601,7 @@ def test_recompute_grad_second_order():
     assert float(d) == 12.0 and float(outer.gradient(d, x)) == 12.0
 
 
+@pytest.mark.usefixtures("compile_tier")
 def test_recompute_grad_lowers_peak_memory(monkeypatch):
     # A chain of K blocks of M tanh(h @ W) layers; gradient with respect to the input.
     # Plain, every activation is kept (by the tape's record, and by the compiled
@@ -769,6 +770,7 @@ def test_recompute_grad_python_branches_and_captured_values():
     assert g.gradient(y, x).numpy().tolist() == [1.0, 1.0]
 
 
+@pytest.mark.usefixtures("compile_tier")
 def test_recompute_grad_reuses_the_compiled_program():
     block = tf.recompute_grad(lambda h: tf.tanh(h) * 2.0)
     x = tf.constant([0.1, 0.2])

@@ -128,6 +128,7 @@ def test_value_and_gradient_match_jax_grad(fn, xs):
         np.testing.assert_allclose(g.numpy(), np.asarray(e), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.usefixtures("compile_tier")
 def test_static_arguments_stay_static():
     x = tf.constant(A)
     with tf.GradientTape(persistent=True) as t:

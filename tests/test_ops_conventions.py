@@ -453,6 +453,7 @@ def test_misc_values_match_tf():
     assert tf.nn.conv2d(tf.ones((2, 4, 4, 3)), tf.ones((3, 3, 3, 2)), 1, [[0, 0], [1, 1], [2, 2], [0, 0]]).shape == (2, 4, 6, 2)
 
 
+@pytest.mark.usefixtures("compile_tier")
 def test_ops_record_only_when_watched_and_replay_compiled():
     # A TF op is one recorded primitive: a training-style loop reuses one compiled replay.
     w = tf.Variable(tf.ones((3, 2)))

@@ -251,6 +251,7 @@ def _live_lowerings() -> int | None:
     return info().currsize if info is not None else None
 
 
+@pytest.mark.usefixtures("compile_tier")
 def test_shape_changing_loop_is_bounded_by_the_replay_cache(restore_cache_size, monkeypatch):
     tf.replay_cache_clear()
     tf.set_replay_cache_size(3)
@@ -300,6 +301,7 @@ def test_shape_changing_loop_is_bounded_by_the_replay_cache(restore_cache_size, 
     assert _rss_kib() - rss0 < 64 * 1024
 
 
+@pytest.mark.usefixtures("compile_tier")
 def test_replay_cache_statistics_count_hits_misses_and_evictions(restore_cache_size):
     tf.replay_cache_clear()
     info = tf.replay_cache_info()

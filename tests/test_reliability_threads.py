@@ -284,6 +284,7 @@ def restore_cache_size():
     tf.set_replay_cache_size(size)
 
 
+@pytest.mark.usefixtures("compile_tier")
 def test_replay_cache_concurrent_first_miss_and_hits_are_consistent(restore_cache_size):
     """8 threads race on the same new program, then hit it; the statistics add up exactly."""
     tf.replay_cache_clear()
@@ -307,6 +308,7 @@ def test_replay_cache_concurrent_first_miss_and_hits_are_consistent(restore_cach
     assert info.size == 1
 
 
+@pytest.mark.usefixtures("compile_tier")
 def test_replay_cache_safe_while_another_thread_evicts_with_a_tiny_size(restore_cache_size):
     tf.replay_cache_clear()
     tf.set_replay_cache_size(1)

@@ -11,6 +11,9 @@ import tapejax as tf
 from tapejax._core import _recorder as _core
 from tapejax._engine import _replay
 
+# These tests check the compiled tier's cache and transforms: pin that tier.
+pytestmark = pytest.mark.usefixtures("compile_tier")
+
 
 @pytest.fixture
 def fresh_cache():

@@ -20,6 +20,9 @@ import pytest
 import tapejax as tf
 from tapejax._engine import _replay
 
+# These tests check the compiled tier's cache and transforms: pin that tier.
+pytestmark = pytest.mark.usefixtures("compile_tier")
+
 RNG = np.random.default_rng(7)
 X = RNG.normal(size=(4, 3)).astype(np.float32)
 W1 = (RNG.normal(size=(3, 5)) / 2).astype(np.float32)

@@ -483,7 +483,9 @@ def test_seed002_constant_and_variable_sources(capsys):
 
 @pytest.fixture(scope="module")
 def linear_regression_run():
-    """Seed 002's linear regression, run once for the two tests below."""
+    """Seed 002's linear regression, run once for the two tests below (compiled tier pinned:
+    the second test checks that the 1,000 steps reuse one compiled program)."""
+    old_tier, tf.config.replay_tier = tf.config.replay_tier, "compile"
     cache_before = tf.replay_cache_info()
     start = time.perf_counter()
     x_data = tf.random.normal(shape=(1000,), dtype=tf.float32)
@@ -518,6 +520,7 @@ def linear_regression_run():
     # plt.show()
     plt.close(fig)
     elapsed = time.perf_counter() - start
+    tf.config.replay_tier = old_tier
     return {
         "w": w, "b": b, "w_list": w_list, "b_list": b_list, "elapsed": elapsed,
         "cache_before": cache_before, "cache_after": tf.replay_cache_info(),

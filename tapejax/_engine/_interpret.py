@@ -211,7 +211,9 @@ _RULE_NAMES = frozenset({"ExpGrad", "TanhGrad", "SigmoidGrad", "ReluGrad", "Relu
 
 # Ops whose TF gradient kernel reads the op's *output* (ExpGrad, TanhGrad, ReluGrad, ...):
 # their backward op takes ``y``, not ``x``, so a derivative with respect to ``y`` of a
-# gradient sees that use, as in TF. ``rule(y, ct) -> ct_x``.
+# gradient sees that use, as in TF. ``rule(y, ct) -> ct_x``. Cotangents here follow JAX's
+# convention (the seed is conjugated once, the result conjugated back), so a complex
+# rule is ``ct * f'(x)`` without TF's conj: TF's ``ct * conj(y)`` is that, conjugated.
 _SELU_SCALE = 1.0507009873554804934193349852946
 _SELU_ALPHA = 1.6732632423543772848170429916717
 
@@ -223,17 +225,17 @@ def _nonan(ct: Any, d: Any) -> Any:
 
 
 OUTPUT_RULES: dict[str, Primitive] = {
-    "exp": Primitive("ExpGrad", lambda y, ct: ct * jnp.conj(y)),
-    "tanh": Primitive("TanhGrad", lambda y, ct: ct * (1 - jnp.conj(y) * jnp.conj(y))),
-    "sigmoid": Primitive("SigmoidGrad", lambda y, ct: ct * (jnp.conj(y) * (1 - jnp.conj(y)))),
+    "exp": Primitive("ExpGrad", lambda y, ct: ct * y),
+    "tanh": Primitive("TanhGrad", lambda y, ct: ct * (1 - y * y)),
+    "sigmoid": Primitive("SigmoidGrad", lambda y, ct: ct * (y * (1 - y))),
     "relu": Primitive("ReluGrad", lambda y, ct: jnp.where(y > 0, ct, jnp.zeros_like(ct))),
     "relu6": Primitive("Relu6Grad", lambda y, ct: jnp.where((y > 0) & (y < 6), ct, jnp.zeros_like(ct))),
     "elu": Primitive("EluGrad", lambda y, ct: jnp.where(y < 0, ct * (y + 1), ct)),
     "selu": Primitive("SeluGrad", lambda y, ct: jnp.where(y < 0, ct * (y + _SELU_SCALE * _SELU_ALPHA),
                                                           ct * _SELU_SCALE)),
-    "sqrt": Primitive("SqrtGrad", lambda y, ct: _nonan(ct, 0.5 / jnp.conj(y))),
-    "rsqrt": Primitive("RsqrtGrad", lambda y, ct: _nonan(ct, -0.5 * jnp.conj(y) ** 3)),
-    "reciprocal": Primitive("ReciprocalGrad", lambda y, ct: _nonan(ct, -(jnp.conj(y) ** 2))),
+    "sqrt": Primitive("SqrtGrad", lambda y, ct: _nonan(ct, 0.5 / y)),
+    "rsqrt": Primitive("RsqrtGrad", lambda y, ct: _nonan(ct, -0.5 * y ** 3)),
+    "reciprocal": Primitive("ReciprocalGrad", lambda y, ct: _nonan(ct, -(y ** 2))),
 }
 _jvps = _Derived(_build_jvp)
 
@@ -251,7 +253,15 @@ def _jvp_impl(*vals: Any, op: Primitive, params: tuple, n_in: int, tmask: tuple,
 # watched, so they can be differentiated again (any order, any nesting).
 VJP = Primitive("vjp", _vjp_impl, multiple_results=True)
 JVP = Primitive("jvp", _jvp_impl, multiple_results=True)
-ADD = Primitive("add_any", jnp.add)
+def _add_impl(a: Any, b: Any) -> Any:
+    # Cotangents of one tensor share its dtype: lax.add skips jnp's promotion
+    # machinery, a measurable part of a long interpreted backward pass.
+    if getattr(a, "dtype", None) == getattr(b, "dtype", 0) and jnp.shape(a) == jnp.shape(b):
+        return jax.lax.add(a, b)
+    return jnp.add(a, b)
+
+
+ADD = Primitive("add_any", _add_impl)
 CONJ = Primitive("conj", jnp.conj)
 
 
@@ -470,6 +480,13 @@ def watched_outside(sl: Slice, extra_ids: Sequence[Any]) -> bool:
     return False
 
 
+def _inexact(v: Any) -> bool:
+    dt = getattr(v, "dtype", None)
+    if dt is not None:
+        return dt in INEXACT
+    return isinstance(v, float | complex)  # a weakly typed Python scalar
+
+
 def _add(a: Tensor | None, b: Tensor) -> Tensor:
     return b if a is None else bind(ADD, a, b)
 
@@ -537,7 +554,7 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
             in_cts = {0: bind(rule, handle(outs[0], values[outs[0]]), ct[outs[0]])}
         else:
             act = tuple(j for j, (i, v) in enumerate(zip(e.in_ids, e.in_vals))
-                        if i is not None and i in reach and jnp.result_type(v) in INEXACT)
+                        if i is not None and i in reach and _inexact(v))
             if not act:
                 continue
             ctmask = tuple(k for k, o in enumerate(outs) if o in ct)

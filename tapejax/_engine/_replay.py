@@ -40,6 +40,10 @@ class CacheInfo:
     size: int
     maxsize: int
     compile: bool
+    # Eager gradients answered by each tier (``_tiers``), and background compiles started.
+    interpreted: int = 0
+    compiled: int = 0
+    background_compiles: int = 0
 
 
 class _Cache:
@@ -69,6 +73,16 @@ class _Cache:
         return fn
 
 
+    def put(self, key: Any, fn: Callable) -> None:
+        with self.lock:
+            if key in self.data:
+                return  # a concurrent first use compiled it already: keep that one
+            self.data[key] = fn
+            while len(self.data) > self.maxsize:
+                self.data.popitem(last=False)
+                self.evictions += 1
+
+
 def _env_cache_size() -> int:
     # Checked at import: a size < 1 would make every lookup evict from an empty
     # cache (a KeyError on each gradient), far from the setting that caused it.
@@ -90,7 +104,11 @@ _compile = os.environ.get("TAPEJAX_DISABLE_JIT", "") in ("", "0")
 
 
 def cache_info() -> CacheInfo:
-    """Hits, misses, evictions and size of the compiled-replay cache.
+    """Hits, misses, evictions and size of the compiled-replay cache, and per-tier counts.
+
+    ``interpreted`` / ``compiled`` count eager gradients answered by each replay
+    tier (see ``tapejax.config.replay_tier``); ``background_compiles`` the hot
+    slices compiled on the background thread.
 
     Example:
         >>> import tapejax as tf
@@ -98,14 +116,25 @@ def cache_info() -> CacheInfo:
         True
     """
     with _cache.lock:
-        return CacheInfo(_cache.hits, _cache.misses, _cache.evictions, len(_cache.data), _cache.maxsize, _compile)
+        return CacheInfo(_cache.hits, _cache.misses, _cache.evictions, len(_cache.data), _cache.maxsize, _compile,
+                         tier_counts["interpreted"], tier_counts["compiled"], tier_counts["background_compiles"])
 
 
 def cache_clear() -> None:
-    """Drop every compiled replay and reset the statistics."""
+    """Drop every compiled replay and reset the statistics (tier sightings included)."""
     with _cache.lock:
         _cache.data.clear()
         _cache.hits = _cache.misses = _cache.evictions = 0
+        for k in tier_counts:
+            tier_counts[k] = 0
+    for hook in clear_hooks:
+        hook()
+
+
+# Per-tier counts, kept by ``_tiers`` (which imports this module) and reported here.
+tier_counts = {"interpreted": 0, "compiled": 0, "background_compiles": 0}
+# Called by cache_clear: ``_tiers`` forgets its sightings (a cleared cache starts cold).
+clear_hooks: list[Callable[[], None]] = []
 
 
 def set_cache_size(maxsize: int) -> None:
@@ -519,6 +548,69 @@ def _replay_impl(*vals: Any, key: tuple, n_leaves: int) -> tuple:
 REPLAY = Primitive("replay", _replay_impl, multiple_results=True)
 
 
+def _prepare(sl: Slice, key_extra: tuple, transform: str, extra: Sequence[Any], extra_ids: Sequence[Any]) -> tuple:
+    leaf_vals, leaf_ids = sl.leaf_vals, sl.leaf_ids
+    if transform == "vjp" and _compile and sl.eqns and _wants_residuals(sl.code):
+        # Reuse the recorded forward values (see _make_vjp_res): they become leaves too.
+        slots, inter_ids, inter_vals = _residuals(sl)
+        key_extra = tuple(key_extra) + (slots, len(leaf_vals))
+        transform = "vjp_res"
+        leaf_vals, leaf_ids = list(leaf_vals) + inter_vals, list(leaf_ids) + inter_ids
+    key = (transform, sl.code, sl.diff, sl.groups, sl.target_slots) + tuple(key_extra)
+    vals = list(leaf_vals) + list(extra)
+    ids = tuple(leaf_ids) + tuple(extra_ids)
+    return vals, ids, {"key": key, "n_leaves": len(leaf_vals)}
+
+
+class _Precompiled:
+    """A program compiled ahead of its first call; a trace (which shares the cache key) gets the jit."""
+
+    __slots__ = ("jitted", "compiled")
+
+    def __init__(self, jitted: Callable, compiled: Callable):
+        self.jitted, self.compiled = jitted, compiled
+
+    def __call__(self, leaves: list, extra: list) -> Any:
+        for v in leaves:
+            if isinstance(v, jax.core.Tracer):
+                return self.jitted(leaves, extra)
+        for v in extra:
+            if isinstance(v, jax.core.Tracer):
+                return self.jitted(leaves, extra)
+        return self.compiled(leaves, extra)
+
+
+def precompile(sl: Slice, key_extra: tuple, transform: str, extra: Sequence[Any]) -> Callable[[], Any] | None:
+    """A thunk that compiles the program ``run_transform`` would run and caches it, or None.
+
+    The thunk holds only the inputs' shapes and dtypes, never their values: a
+    background compile must not keep a tape's tensors alive. None when an input is
+    has no abstract value jit knows, or compilation is off.
+    """
+    if not _compile:
+        return None
+    vals, _, params = _prepare(sl, key_extra, transform, extra, [None] * len(extra))
+    key, n = params["key"], params["n_leaves"]
+    avals = tuple(_aval(v) for v in vals)
+    try:
+        # jit's own view of each argument (a Python float is a weak float32[]).
+        types = [jax.typeof(v) for v in vals]
+    except TypeError:
+        return None
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in types]
+    del vals
+
+    def build() -> None:
+        fn = _make(key)
+        lower = getattr(fn, "lower", None)
+        if lower is None:
+            return  # a jit hook's special program: compiled on first use instead
+        compiled = lower(specs[:n], specs[n:]).compile()
+        _cache.put((key, avals, True), _Precompiled(fn, compiled))
+
+    return build
+
+
 def run_transform(
     sl: Slice,
     key_extra: tuple,
@@ -531,17 +623,7 @@ def run_transform(
     ``extra`` are further data arguments (cotangents) with their tensor ids
     (None for constants), so that they too can be differentiated by an outer tape.
     """
-    leaf_vals, leaf_ids = sl.leaf_vals, sl.leaf_ids
-    if transform == "vjp" and _compile and sl.eqns and _wants_residuals(sl.code):
-        # Reuse the recorded forward values (see _make_vjp_res): they become leaves too.
-        slots, inter_ids, inter_vals = _residuals(sl)
-        key_extra = tuple(key_extra) + (slots, len(leaf_vals))
-        transform = "vjp_res"
-        leaf_vals, leaf_ids = list(leaf_vals) + inter_vals, list(leaf_ids) + inter_ids
-    key = (transform, sl.code, sl.diff, sl.groups, sl.target_slots) + tuple(key_extra)
-    vals = list(leaf_vals) + list(extra)
-    ids = tuple(leaf_ids) + tuple(extra_ids)
-    params = {"key": key, "n_leaves": len(leaf_vals)}
+    vals, ids, params = _prepare(sl, key_extra, transform, extra, extra_ids)
     outs_vals = _replay_impl(*vals, **params)
     outs = [Tensor(o) for o in outs_vals]
     if state.recording:

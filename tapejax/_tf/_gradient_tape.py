@@ -13,7 +13,7 @@ from .. import config as _config
 from .. import errors
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
-from .._engine import _interpret, _replay
+from .._engine import _interpret, _replay, _tiers
 from .._ops._dtypes import INEXACT, from_np
 from .._ops._tensor import convert_to_tensor
 from .._ops.array import zeros_like
@@ -254,9 +254,10 @@ class GradientTape:
         extra_ids = [i for i, g, u in zip(cot_ids, cot_given, used) if g and u]
         if not sl.groups:
             grads: tuple = ()
-        elif _interpret.interpret_needed(sl, extra_ids):
+        elif _interpret.interpret_needed(sl, extra_ids) or self._tier(sl, given, extra) == "interpret":
             # Watched by an outer tape or accumulator, or holding a Python grad_fn:
             # op by op, each backward op recorded where it is watched (TF's semantics).
+            # Also tier 0 of an eager gradient whose slice is not hot yet (_engine/_tiers).
             used_t = [t for t, u in zip(targets, used) if u]
             given_t = [_interpret.handle(i, c) if g else None
                        for c, i, g, u in zip(cots, cot_ids, cot_given, used) if u]
@@ -282,6 +283,13 @@ class GradientTape:
         if _config.explain_none_gradients and any(g is None for g in out):
             _tape_common.warn_none_gradients(tape, targets, flat_sources, out)
         return _jacobian._like(sources, jax.tree_util.tree_unflatten(sources_def, out))
+
+    @staticmethod
+    def _tier(sl: Any, given: tuple, extra: list) -> str:
+        if _interpret._is_tracer(sl.leaf_vals) or _interpret._is_tracer(extra):
+            # Inside a compiled step the whole step is one program: no tiers.
+            return "compile"
+        return _tiers.choose(sl, (given,), lambda: _replay.precompile(sl, (given,), "vjp", extra))
 
     def jacobian(
         self,

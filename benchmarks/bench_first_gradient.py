@@ -1,0 +1,229 @@
+#!/usr/bin/env python
+"""Time to the first gradient of a new tape: tapejax (each replay tier), TF eager and PyTorch.
+
+    python benchmarks/bench_first_gradient.py            # every size, writes compat_docs/performance.md
+    python benchmarks/bench_first_gradient.py --quick    # small sizes only, prints only
+
+Workloads (the same source text runs under ``import tensorflow as tf`` and
+``import tapejax as tf``; PyTorch gets the same math):
+
+- ``euler_N``: a damped oscillator integrated for N explicit Euler steps on one
+  tape (about 8 recorded ops a step), gradient of the final energy with respect
+  to a Variable ``k``;
+- ``chain_2000``: a fixed pseudo-random chain of 2,000 elementwise ops on a
+  16-vector.
+
+Each (workload, implementation) runs in a fresh process, so the first call pays
+every cold cost (tracing, kernel compiles) but not the library's import. Reported:
+the first gradient (record + gradient + transfer to NumPy), then the median of
+five later calls of the same code (a new tape each time), and the process's peak
+RSS. The outputs are compared with TF's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(ROOT, "compat_docs", "performance.md")
+BEGIN, END = "<!-- first-gradient:begin -->", "<!-- first-gradient:end -->"
+
+# A fixed op sequence for the chain (no RNG: the same in every library).
+_CHAIN_OPS = ["sin", "mul", "tanh", "add", "sin", "sub", "tanh", "add"]
+
+
+def _tf_step(tf, workload: str):
+    if workload.startswith("euler_"):
+        n = int(workload.split("_")[1])
+        k = tf.Variable(2.0)
+
+        def step():
+            x = tf.constant([1.0, 0.0])
+            with tf.GradientTape() as t:
+                for _ in range(n):
+                    x = x + 0.01 * tf.stack([x[1], -k * x[0] - 0.1 * x[1]])
+                loss = tf.reduce_sum(x * x)
+            return t.gradient(loss, k)
+
+        return step
+    n = int(workload.split("_")[1])
+    w = tf.Variable(tf.linspace(0.1, 1.0, 16))
+
+    def step():
+        with tf.GradientTape() as t:
+            x = w
+            for i in range(n):
+                op = _CHAIN_OPS[i % len(_CHAIN_OPS)]
+                if op == "mul":
+                    x = x * 0.99
+                elif op == "add":
+                    x = x + 0.01
+                elif op == "sub":
+                    x = x - 0.02
+                else:
+                    x = getattr(tf, op)(x) if op != "sigmoid" else tf.sigmoid(x)
+            loss = tf.reduce_sum(x)
+        return t.gradient(loss, w)
+
+    return step
+
+
+def _torch_step(torch, workload: str):
+    if workload.startswith("euler_"):
+        n = int(workload.split("_")[1])
+        k = torch.tensor(2.0, requires_grad=True)
+
+        def step():
+            x = torch.tensor([1.0, 0.0])
+            for _ in range(n):
+                x = x + 0.01 * torch.stack([x[1], -k * x[0] - 0.1 * x[1]])
+            loss = (x * x).sum()
+            (g,) = torch.autograd.grad(loss, [k])
+            return g
+
+        return step
+    n = int(workload.split("_")[1])
+    w = torch.linspace(0.1, 1.0, 16, requires_grad=True)
+
+    def step():
+        x = w
+        for i in range(n):
+            op = _CHAIN_OPS[i % len(_CHAIN_OPS)]
+            if op == "mul":
+                x = x * 0.99
+            elif op == "add":
+                x = x + 0.01
+            elif op == "sub":
+                x = x - 0.02
+            else:
+                x = getattr(torch, op)(x)
+        (g,) = torch.autograd.grad(x.sum(), [w])
+        return g
+
+    return step
+
+
+def worker(workload: str, impl: str, repeats: int) -> dict:
+    import resource
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if impl.startswith("tapejax"):
+        tier = impl.split(":")[1] if ":" in impl else "auto"
+        os.environ["TAPEJAX_REPLAY_TIER"] = tier
+        import tapejax as tf
+
+        step = _tf_step(tf, workload)
+        to_np = lambda g: g.numpy()  # noqa: E731
+    elif impl == "tf":
+        import tensorflow as tf
+
+        step = _tf_step(tf, workload)
+        to_np = lambda g: g.numpy()  # noqa: E731
+    else:
+        import torch
+
+        torch.set_num_threads(1)
+        step = _torch_step(torch, workload)
+        to_np = lambda g: g.detach().numpy()  # noqa: E731
+    t0 = time.perf_counter()
+    out = to_np(step())
+    first = time.perf_counter() - t0
+    later = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        to_np(step())
+        later.append(time.perf_counter() - t0)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"first_s": first, "steady_s": statistics.median(later) if later else None,
+            "peak_mb": peak_mb, "out": [float(v) for v in out.reshape(-1)[:4]]}
+
+
+def run(workload: str, impl: str, repeats: int, timeout: float) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", workload, impl, str(repeats)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"error": f"over {timeout:.0f} s"}
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"error": (r.stderr.strip().splitlines() or ["failed"])[-1][:120]}
+
+
+def main(argv: list | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--worker", nargs=3)
+    p.add_argument("--impls", default="tapejax,tapejax:interpret,tapejax:compile,tf,torch")
+    p.add_argument("--sizes", default=None)
+    p.add_argument("--timeout", type=float, default=600)
+    a = p.parse_args(argv)
+    if a.worker:
+        wl, impl, reps = a.worker
+        print("RESULT " + json.dumps(worker(wl, impl, int(reps))))
+        return 0
+    workloads = (a.sizes.split(",") if a.sizes else
+                 ["euler_100", "euler_300"] if a.quick else
+                 ["euler_100", "euler_300", "euler_1000", "euler_10000", "chain_2000"])
+    impls = a.impls.split(",")
+    rows = []
+    for wl in workloads:
+        res = {}
+        for impl in impls:
+            if impl == "tapejax:compile" and wl in ("euler_1000", "euler_10000"):
+                res[impl] = {"error": "not run (a whole-slice compile of this length takes minutes)"}
+                continue
+            reps = 1 if wl == "euler_10000" else 5
+            res[impl] = run(wl, impl, reps, a.timeout)
+            print(wl, impl, res[impl], flush=True)
+        rows.append((wl, res))
+    table = render(rows, impls)
+    print(table)
+    if not a.quick:
+        write(table)
+    return 0
+
+
+def _cell(r: dict, field: str) -> str:
+    if "error" in r:
+        return "–"
+    v = r.get(field)
+    return "–" if v is None else f"{v:.3f}"
+
+
+def render(rows: list, impls: list) -> str:
+    load = os.getloadavg()
+    lines = [f"Measured {time.strftime('%Y-%m-%d')}, load average {load[0]:.1f} (2-core CPU machine); "
+             "seconds; each cell a fresh process. `tapejax` is the default (auto) tier.", ""]
+    lines.append("| workload | " + " | ".join(f"{i} first | {i} later" for i in impls) + " | tapejax first / TF first | tapejax peak MB |")
+    lines.append("|---" * (2 * len(impls) + 3) + "|")
+    for wl, res in rows:
+        cells = []
+        for i in impls:
+            cells += [_cell(res[i], "first_s"), _cell(res[i], "steady_s")]
+        t, f = res.get("tapejax", {}), res.get("tf", {})
+        ratio = (f"{t['first_s'] / f['first_s']:.2f}×" if "first_s" in t and "first_s" in f else "–")
+        lines.append(f"| {wl} | " + " | ".join(cells) + f" | {ratio} | {t.get('peak_mb', 0):.0f} |")
+    return "\n".join(lines)
+
+
+def write(table: str) -> None:
+    with open(DOC) as fh:
+        doc = fh.read()
+    block = f"{BEGIN}\n{table}\n{END}"
+    if BEGIN in doc:
+        doc = doc[: doc.index(BEGIN)] + block + doc[doc.index(END) + len(END):]
+    else:
+        doc += "\n\n## First gradient of a new tape (replay tiers)\n\n" + block + "\n"
+    with open(DOC, "w") as fh:
+        fh.write(doc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""Which replay tier answers an eager gradient: the policy, in one place.
+
+Tier 0 (*interpret*) walks the slice in reverse and runs each op's pullback as a
+small kernel compiled once per op signature (``_interpret``). A slice seen for the
+first time costs only the kernels of its distinct op signatures, so a 1,000-step
+loop or a notebook's new tape answers in a fraction of a second instead of
+waiting for XLA to compile the whole slice (a compile that grows faster than
+linearly with the slice's length).
+
+Tier 1 (*compile*) runs the whole slice as one compiled, cached program
+(``_replay.run_transform``): the fastest steady state for a training loop. A
+slice structure becomes *hot* when it has been seen ``hot`` times; its program is
+then compiled on a background thread while tier 0 keeps answering, and the
+switch happens exactly ``lag`` sightings later (waiting for the compile if it is
+still running). The switch point is a count, not a timing, so a program's
+numbers do not depend on how fast the machine compiled (the two tiers agree to
+float rounding, not bit for bit).
+
+Slices longer than ``max_compile_eqns`` equations stay in tier 0: their whole-slice
+compile would cost seconds to minutes, and tier 0's steady state on a long
+elementwise slice is within a small factor of the compiled program.
+
+Settings (``tapejax.config``): ``replay_tier`` ("auto", "interpret" or "compile";
+env ``TAPEJAX_REPLAY_TIER``), ``replay_hot``, ``replay_lag``,
+``replay_max_compile_eqns``, ``replay_background_compile``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Callable
+
+from .. import config as _config
+from . import _replay
+
+__all__ = ["choose", "stats", "reset", "MODES"]
+
+MODES = ("auto", "interpret", "compile")
+
+
+_lock = threading.Lock()
+# Sightings per slice signature: a bounded LRU (a program whose shapes change every
+# step must not grow it without bound).
+_seen: OrderedDict[Any, int] = OrderedDict()
+_SEEN_MAX = 4096
+# Background compiles: signature -> threading.Event set when the program is ready.
+_pending: dict[Any, threading.Event] = {}
+_counts = _replay.tier_counts
+
+
+def stats() -> dict:
+    """How many eager gradients each tier answered, and background compiles started."""
+    with _lock:
+        return dict(_counts)
+
+
+def reset() -> None:
+    """Forget every sighting (each slice starts cold again)."""
+    with _lock:
+        _seen.clear()
+        _pending.clear()
+
+
+_replay.clear_hooks.append(reset)
+
+
+def _mode() -> str:
+    m = getattr(_config, "replay_tier", "auto")
+    if m not in MODES:
+        raise ValueError(f"tapejax.config.replay_tier must be one of {', '.join(MODES)}, got {m!r}.")
+    return m
+
+
+def _count(tier: str) -> None:
+    with _lock:
+        _counts[tier] += 1
+
+
+def choose(sl: Any, key_extra: tuple, compile_now: Callable[[], Callable[[], Any] | None]) -> str:
+    """``"interpret"`` or ``"compile"`` for an eager gradient over ``sl``.
+
+    ``compile_now()`` gives the thunk that compiles the compiled tier's program into
+    the compile cache (or None); the background thread runs it when the slice turns hot.
+    """
+    mode = _mode()
+    if mode == "compile" or not _replay._compile:
+        _count("compiled")
+        return "compile"
+    if mode == "interpret" or len(sl.code) > _config.replay_max_compile_eqns:
+        _count("interpreted")
+        return "interpret"
+    key = (sl.code, sl.diff, sl.groups, sl.target_slots, key_extra, tuple(_replay._aval(v) for v in sl.leaf_vals))
+    hot, lag = max(1, int(_config.replay_hot)), max(0, int(_config.replay_lag))
+    with _lock:
+        n = _seen.get(key, 0) + 1
+        _seen[key] = n
+        _seen.move_to_end(key)
+        while len(_seen) > _SEEN_MAX:
+            _seen.popitem(last=False)
+        ready = _pending.get(key)
+    if n < hot:
+        _count("interpreted")
+        return "interpret"
+    background = bool(_config.replay_background_compile) and lag > 0
+    if n == hot and background:
+        build = compile_now()
+        if build is not None:
+            _start(key, build)
+            _count("interpreted")
+            return "interpret"
+        # Nothing to compile in the background (a Python scalar leaf, a jit hook):
+        # switch now; the compile happens in the foreground.
+        _count("compiled")
+        return "compile"
+    if background and n < hot + lag:
+        _count("interpreted")
+        return "interpret"
+    if ready is not None:
+        # The switch point: wait for the background compile (usually long done).
+        ready.wait()
+        with _lock:
+            _pending.pop(key, None)
+    _count("compiled")
+    return "compile"
+
+
+def _start(key: Any, build: Callable[[], Any]) -> None:
+    done = threading.Event()
+    with _lock:
+        _pending[key] = done
+        _counts["background_compiles"] += 1
+
+    def work() -> None:
+        try:
+            build()
+        except Exception:  # noqa: BLE001 - the switch point recompiles in the foreground and raises there
+            pass
+        finally:
+            done.set()
+
+    # A daemon thread: a compile still running at interpreter exit must not hold it open.
+    threading.Thread(target=work, name="tapejax-compile", daemon=True).start()
