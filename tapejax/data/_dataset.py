@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import math
 import os
@@ -42,6 +43,12 @@ def _int(x: Any, what: str) -> int:
         return int(x)
     except (TypeError, ValueError):
         raise TypeError(f"`{what}` must be an integer (or a scalar integer tensor), got {x!r}.") from None
+
+
+def _x64_as(flag: bool) -> Any:
+    """Context: this thread in ``flag``'s x64 mode. ``with jax.enable_x64():`` holds for its own
+    thread only; a pipeline's worker threads follow the thread that iterates it."""
+    return jax.enable_x64(flag) if bool(jax.config.jax_enable_x64) != flag else contextlib.nullcontext()
 
 
 def _parallelism(n: Any) -> int:
@@ -363,6 +370,10 @@ class Dataset:
         def apply(e: Any) -> Any:
             return st.from_user(st.call(map_func, e))
 
+        def apply_as(flag: bool, e: Any) -> Any:
+            with _x64_as(flag):
+                return apply(e)
+
         def make() -> PyIterator:
             if workers == 1:
                 for e in parent._elements():
@@ -371,11 +382,12 @@ class Dataset:
             # Imported here: concurrent.futures costs `import tapejax` a few milliseconds.
             from concurrent.futures import ThreadPoolExecutor
 
+            x64 = bool(jax.config.jax_enable_x64)
             with ThreadPoolExecutor(workers) as pool:
                 pending: collections.deque = collections.deque()
                 try:
                     for e in parent._elements():
-                        pending.append(pool.submit(apply, e))
+                        pending.append(pool.submit(apply_as, x64, e))
                         if len(pending) >= 2 * workers:
                             yield pending.popleft().result()
                     while pending:
@@ -503,6 +515,11 @@ class Dataset:
         for s in st.flatten(self.element_spec):
             if s.shape.rank == 0:
                 raise ValueError("Cannot unbatch an input with scalar components.")
+        known = {s.shape[0] for s in st.flatten(self.element_spec) if s.shape.rank and s.shape[0] is not None}
+        if len(known) > 1:
+            a, b = sorted(known)[:2]
+            raise ValueError(f"`unbatch()` is only supported for datasets of elements whose components have a "
+                             f"matching leading dimension. Encountered both {a} and {b}.")
 
         def make() -> PyIterator:
             for e in parent._elements():
@@ -1012,7 +1029,7 @@ def _pad_stack(col: list, target: list, pad: np.ndarray) -> np.ndarray:
     for k, t in enumerate(target):
         longest = max(a.shape[k] for a in col)
         if t is not None and longest > t:
-            raise errors.InvalidArgumentError(
+            raise errors.DataLossError(
                 f"Attempted to pad to a smaller size than the input element: dimension {k} has size {longest}, "
                 f"padded size {t}.")
         dims.append(longest if t is None else t)
@@ -1059,7 +1076,8 @@ class _Prefetcher:
         self._q: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._done = False
-        t = threading.Thread(target=_produce, args=(parent, self._q, self._stop), daemon=True,
+        t = threading.Thread(target=_produce, args=(parent, self._q, self._stop, bool(jax.config.jax_enable_x64)),
+                             daemon=True,
                              name="tapejax.data.prefetch")
         weakref.finalize(self, self._stop.set)
         t.start()
@@ -1085,7 +1103,12 @@ class _Prefetcher:
         self._stop.set()
 
 
-def _produce(parent: Dataset, q: queue.Queue, stop: threading.Event) -> None:
+def _produce(parent: Dataset, q: queue.Queue, stop: threading.Event, x64: bool) -> None:
+    with _x64_as(x64):
+        _produce_all(parent, q, stop)
+
+
+def _produce_all(parent: Dataset, q: queue.Queue, stop: threading.Event) -> None:
     def put(item: tuple) -> bool:
         while not stop.is_set():
             try:

@@ -18,15 +18,16 @@ from .._core._recorder import Tensor, VariableBase, state
 from .._tf import _surface as tf
 
 
-def is_leaf(x: Any) -> bool:
-    return not isinstance(x, tuple | dict)
+def _is_tuple(x: Any) -> bool:
+    # A TensorShape is a tuple subclass but a leaf of a structure of shapes.
+    return isinstance(x, tuple) and not isinstance(x, tf.TensorShape)
 
 
 def flatten(s: Any) -> list:
     if isinstance(s, dict):
         # TF's nest orders dict entries by sorted key.
         return [x for k in sorted(s) for x in flatten(s[k])]
-    if isinstance(s, tuple):
+    if _is_tuple(s):
         return [x for v in s for x in flatten(v)]
     return [s]
 
@@ -38,7 +39,7 @@ def pack_as(s: Any, flat: list) -> Any:
         if isinstance(t, dict):
             vals = {k: go(t[k]) for k in sorted(t)}
             return type(t)((k, vals[k]) for k in t) if type(t) is not dict else {k: vals[k] for k in t}
-        if isinstance(t, tuple):
+        if _is_tuple(t):
             vals = [go(v) for v in t]
             return type(t)(*vals) if hasattr(t, "_fields") else tuple(vals)
         return next(it)
@@ -54,8 +55,8 @@ def same_structure(a: Any, b: Any) -> bool:
     if isinstance(a, dict) or isinstance(b, dict):
         return isinstance(a, dict) and isinstance(b, dict) and sorted(a) == sorted(b) and all(
             same_structure(a[k], b[k]) for k in a)
-    if isinstance(a, tuple) or isinstance(b, tuple):
-        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(
+    if _is_tuple(a) or _is_tuple(b):
+        return _is_tuple(a) and _is_tuple(b) and len(a) == len(b) and all(
             same_structure(x, y) for x, y in zip(a, b))
     return True
 
@@ -151,12 +152,15 @@ def trace_spec(fn: Callable, spec: Any) -> Any:
     ``map`` function once. Unknown dimensions are tried at two sizes; a dimension whose result
     differs is unknown. Returns None when the function cannot be traced abstractly."""
 
+    returned: list = []
+
     def shapes(fill: int) -> Any:
         def pure(*arrays: Any) -> Any:
             element = pack_as(spec, [Tensor(a) for a in arrays])
             with isolated():
                 out = fn(*element) if isinstance(element, tuple) and not hasattr(element, "_fields") else fn(element)
             out = normalize(out)
+            returned[:] = [out]
             return map_structure(lambda t: t._value if isinstance(t, Tensor) else jnp.asarray(t), out)
 
         args = [jax.ShapeDtypeStruct(tuple(fill if d is None else d for d in s.shape.as_list()), s.dtype._np)
@@ -182,7 +186,18 @@ def trace_spec(fn: Callable, spec: Any) -> Any:
             return tf.TensorSpec(None, tf.as_dtype(x.dtype))
         return tf.TensorSpec([p if p == q else None for p, q in zip(x.shape, y.shape)], tf.as_dtype(x.dtype))
 
-    return map_structure(merge, a, b)
+    # jax orders dict keys; TF keeps the order the function returned them in.
+    return pack_as(returned[0], flatten(map_structure(merge, a, b)))
+
+
+def sort_dicts(s: Any) -> Any:
+    """``s`` with every dict's entries in sorted key order (TF's element_spec of a traced function)."""
+    if isinstance(s, dict):
+        return {k: sort_dicts(s[k]) for k in sorted(s)}
+    if _is_tuple(s):
+        vals = [sort_dicts(v) for v in s]
+        return type(s)(*vals) if hasattr(s, "_fields") else tuple(vals)
+    return s
 
 
 __all__ = ["flatten", "pack_as", "map_structure", "same_structure", "to_numpy", "spec_of", "to_tensors", "call",
