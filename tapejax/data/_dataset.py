@@ -10,7 +10,9 @@ import os
 import queue
 import threading
 import weakref
-from typing import Any, Callable, Iterator as PyIterator
+from collections.abc import Callable
+from collections.abc import Iterator as PyIterator
+from typing import Any
 
 import jax
 import numpy as np

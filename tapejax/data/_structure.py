@@ -7,7 +7,8 @@ per element. It becomes tapejax tensors only where the user sees it.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -95,10 +96,6 @@ def spec_of(arr: np.ndarray) -> Any:
     return tf.TensorSpec(arr.shape, tf.as_dtype(arr.dtype))
 
 
-def spec_key(spec: Any) -> tuple:
-    return (spec.shape.as_list() if spec.shape.rank is not None else None, spec.dtype.name)
-
-
 def most_specific_compatible(a: Any, b: Any) -> Any:
     """The TensorSpec both ``a`` and ``b`` satisfy (None where their dims differ)."""
     if a.shape.rank is None or b.shape.rank is None or a.shape.rank != b.shape.rank:
@@ -135,7 +132,7 @@ class isolated:
         self.saved = (st.recording, st.accumulators, st.order, st.tracing, st.bound)
         st.recording, st.accumulators, st.order, st.tracing, st.bound = [], [], [], [], None
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         state.recording, state.accumulators, state.order, state.tracing, state.bound = self.saved
 
 
@@ -190,15 +187,17 @@ def trace_spec(fn: Callable, spec: Any) -> Any:
     return pack_as(returned[0], flatten(map_structure(merge, a, b)))
 
 
-def sort_dicts(s: Any) -> Any:
-    """``s`` with every dict's entries in sorted key order (TF's element_spec of a traced function)."""
-    if isinstance(s, dict):
-        return {k: sort_dicts(s[k]) for k in sorted(s)}
-    if _is_tuple(s):
-        vals = [sort_dicts(v) for v in s]
-        return type(s)(*vals) if hasattr(s, "_fields") else tuple(vals)
-    return s
 
-
-__all__ = ["flatten", "pack_as", "map_structure", "same_structure", "to_numpy", "spec_of", "to_tensors", "call",
-           "trace_spec", "isolated", "from_user"]
+__all__ = [
+    "call",
+    "flatten",
+    "from_user",
+    "isolated",
+    "map_structure",
+    "pack_as",
+    "same_structure",
+    "spec_of",
+    "to_numpy",
+    "to_tensors",
+    "trace_spec",
+]

@@ -12,7 +12,8 @@ compare the multiset of elements and the statistics of TF's buffer semantics, no
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import numpy as np
