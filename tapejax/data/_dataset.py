@@ -310,6 +310,8 @@ class Dataset:
                 spec = st.map_structure(lambda t, s: tf.TensorSpec(s, t), output_types, shapes)
         for s in st.flatten(spec):
             check_width(s.dtype._np, "from_generator output dtype")
+        # output_types alone: any shape (TF's unknown rank).
+        shaped = output_signature is not None or output_shapes is not None
         call_args = tuple(st.to_numpy(a) for a in args) if args is not None else ()
 
         def convert(value: Any) -> Any:
@@ -327,7 +329,7 @@ class Dataset:
                         f"TypeError: `generator` yielded an element that could not be converted to the expected "
                         f"type. The expected type was {s.dtype.name}, but the yielded element was {v!r}. ({e})"
                     ) from None
-                if not s.shape.is_compatible_with(a.shape):
+                if shaped and not s.shape.is_compatible_with(a.shape):
                     raise errors.InvalidArgumentError(
                         f"TypeError: `generator` yielded an element of shape {a.shape} where an element of shape "
                         f"{tuple(s.shape.as_list())} was expected.")
