@@ -128,10 +128,11 @@ ROWS = [
      "the generator is called anew per iteration; yields converted and checked against the spec",
      ["oracle/test_oracle_data.py::test_pipeline_matches_tf", "test_data.py::test_pipelines_are_lazy"]),
     ("data.Dataset.map(map_func, num_parallel_calls, deterministic)", "differs",
-     "map_func runs per element on tapejax tensors (no tape records it), on a thread pool when parallel; "
-     "jax.eval_shape finds the element_spec",
+     ("jax.eval_shape finds the element_spec; tapejax.function compiles map_func (eager per element when it "
+      "needs concrete values); no tape records it; a thread pool when parallel"),
      ["oracle/test_oracle_data.py::test_pipeline_matches_tf", "test_data.py::test_map_gets_tapejax_tensors_and_unpacks_tuples",
       "test_data.py::test_parallel_map_uses_threads_and_keeps_order",
+      "test_data.py::test_map_functions_are_traced_once_unless_they_need_concrete_values",
       "test_data.py::test_map_is_not_recorded_by_an_outer_tape_and_reads_variables_when_it_runs"]),
     ("data.Dataset.filter / batch / padded_batch / unbatch / rebatch", "same", "np.stack / padded np.full on the host",
      ["oracle/test_oracle_data.py::test_pipeline_matches_tf"]),

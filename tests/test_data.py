@@ -111,6 +111,31 @@ def test_map_is_not_recorded_by_an_outer_tape_and_reads_variables_when_it_runs()
     assert [float(e) for e in ds] == [3.0, 6.0]
 
 
+def test_map_functions_are_traced_once_unless_they_need_concrete_values():
+    traced = []
+
+    def f(x):
+        traced.append(1)
+        return x * 2
+
+    ds = tf.data.Dataset.range(50).map(f)
+    assert [int(v) for v in ds] == list(range(0, 100, 2)) and [int(v) for v in ds][-1] == 98
+    assert len(traced) <= 2  # TF: 1 (tapejax traces for the spec at map(), then compiles once)
+
+    eager = []
+
+    def g(x):
+        eager.append(1)
+        return int(x.numpy()) + 1  # concrete values: TF cannot trace this; tapejax runs it eagerly
+
+    assert [int(v) for v in tf.data.Dataset.range(5).map(g)] == [1, 2, 3, 4, 5]
+    assert len(eager) == 1 + 5  # the trace at map() that stopped at .numpy(), then every element
+    # Unknown dimensions (batches of a ragged generator): eager per element, no compile per shape.
+    gen = tf.data.Dataset.from_generator(lambda: ([1.0] * n for n in range(1, 4)),
+                                         output_signature=tf.TensorSpec([None], tf.float32))
+    assert [float(v) for v in gen.map(lambda v: tf.reduce_sum(v) * 2.0)] == [2.0, 4.0, 6.0]
+
+
 def test_map_gets_tapejax_tensors_and_unpacks_tuples():
     got = []
 
@@ -129,13 +154,14 @@ def test_parallel_map_uses_threads_and_keeps_order():
     lock = threading.Lock()
 
     def slow(x):
+        # .numpy() needs a concrete value: the function runs in Python for every element.
         with lock:
             threads.add(threading.get_ident())
         time.sleep(0.01)
-        return x * 2
+        return x.numpy() * 2
 
     ds = tf.data.Dataset.range(24).map(slow, num_parallel_calls=4)
-    threads.clear()  # map() traced the function once (as TF does) on this thread
+    threads.clear()
     assert [int(e) for e in ds] == [2 * i for i in range(24)]
     assert len(threads) > 1 and threading.get_ident() not in threads
 

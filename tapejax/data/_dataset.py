@@ -182,7 +182,7 @@ class Dataset:
 
         def make() -> PyIterator:
             for i in range(n):
-                yield st.pack_as(arrays, [a[i] for a in flat])
+                yield st.pack_as(arrays, [a[i, ...] for a in flat])
 
         return Dataset(make, spec, n, "_TensorSliceDataset")
 
@@ -356,9 +356,11 @@ class Dataset:
             name: str | None = None) -> Dataset:
         """Apply ``map_func`` to every element; a tuple element is unpacked into arguments.
 
-        ``map_func`` gets tapejax tensors and runs in Python for each element (no tape
-        records it). With ``num_parallel_calls`` (a number or ``tf.data.AUTOTUNE``)
-        elements are mapped on a thread pool; the output order is kept.
+        ``map_func`` gets tapejax tensors. It is traced and compiled once, as TF traces it
+        (``tapejax.function``: a variable it reads is read for every element, no tape records
+        it); a function that needs concrete values (``.numpy()``) or an input with unknown
+        dimensions runs eagerly per element instead. With ``num_parallel_calls`` (a number or
+        ``tf.data.AUTOTUNE``) elements are mapped on a thread pool; the output order is kept.
 
         Example:
             >>> import tapejax as tf
@@ -370,9 +372,10 @@ class Dataset:
         parent = self
         workers = _parallelism(num_parallel_calls)
         traced = st.trace_spec(map_func, self.element_spec)
+        fn = st.Applier(map_func, compiled=traced is not None and _fully_defined(self.element_spec), like=traced)
 
         def apply(e: Any) -> Any:
-            return st.from_user(st.call(map_func, e))
+            return st.from_user(fn(e))
 
         def apply_as(flag: bool, e: Any) -> Any:
             with _x64_as(flag):
@@ -419,10 +422,11 @@ class Dataset:
         traced = st.trace_spec(predicate, self.element_spec)
         if traced is not None:
             _check_predicate_spec(traced)
+        fn = st.Applier(predicate, compiled=traced is not None and _fully_defined(self.element_spec))
 
         def make() -> PyIterator:
             for e in parent._elements():
-                keep = st.call(predicate, e)
+                keep = fn(e)
                 k = st.to_numpy(keep) if not isinstance(keep, bool | np.bool_) else np.asarray(keep)
                 if k.dtype != np.bool_ or k.shape != ():
                     _check_predicate_spec(st.spec_of(k) if k.dtype != object else keep)
@@ -535,7 +539,7 @@ class Dataset:
                             f"Input element must have the same batch size in each component. Component 0 had "
                             f"size {m} but component {flat.index(a)} had size {a.shape[0]}.")
                 for i in range(m):
-                    yield st.pack_as(e, [a[i] for a in flat])
+                    yield st.pack_as(e, [a[i, ...] for a in flat])
 
         def spec() -> Any:
             return st.map_structure(lambda s: tf.TensorSpec(None if s.shape.rank is None else s.shape.as_list()[1:],
@@ -1051,6 +1055,10 @@ def _batch_card(n: int, b: int, drop: bool) -> int:
     if n in (INFINITE, UNKNOWN):
         return n
     return n // b if drop else math.ceil(n / b)
+
+
+def _fully_defined(spec: Any) -> bool:
+    return all(s.shape.rank is not None and s.shape.is_fully_defined() for s in st.flatten(spec))
 
 
 def _check_predicate_spec(spec: Any) -> None:

@@ -144,6 +144,42 @@ def call(fn: Callable, element: Any) -> Any:
     return out
 
 
+class Applier:
+    """A user's element function as TF runs it: traced once and compiled (``tapejax.function``,
+    so a variable it reads is read on every call and its Python side effects happen at trace
+    time), or run eagerly per element when it needs concrete values or its input has unknown
+    dimensions (a compile per shape would cost more than it saves)."""
+
+    def __init__(self, fn: Callable, compiled: bool, like: Any = None):
+        self.fn = fn
+        self.compiled = tf.function(fn) if compiled else None
+        # The traced result's structure: a compiled call returns dicts in jax's (sorted) key
+        # order, TF keeps the order the function built them in.
+        self.like = like
+
+    def __call__(self, element: Any) -> Any:
+        compiled = self.compiled
+        if compiled is None:
+            return call(self.fn, element)
+        try:
+            with isolated():
+                # NumPy arrays go straight in: jit moves them to the device itself.
+                if isinstance(element, tuple) and not hasattr(element, "_fields"):
+                    out = compiled(*element)
+                else:
+                    out = compiled(element)
+        except (TypeError, AttributeError, jax.errors.JAXTypeError):
+            # The function needs concrete values (``.numpy()``, ``if x > 0``): run it eagerly
+            # from now on. If it fails eagerly too, that error is the user's.
+            out = call(self.fn, element)
+            self.compiled = None
+            return out
+        out = normalize(out)
+        if self.like is not None and isinstance(out, dict | tuple) and same_structure(self.like, out):
+            out = pack_as(self.like, flatten(out))
+        return out
+
+
 def trace_spec(fn: Callable, spec: Any) -> Any:
     """The element_spec of ``fn``'s result, found abstractly (``jax.eval_shape``) as TF traces a
     ``map`` function once. Unknown dimensions are tried at two sizes; a dimension whose result
