@@ -131,6 +131,7 @@ ROWS = [
      ("jax.eval_shape finds the element_spec; tapejax.function compiles map_func (eager per element when it "
       "needs concrete values); no tape records it; a thread pool when parallel"),
      ["oracle/test_oracle_data.py::test_pipeline_matches_tf", "test_data.py::test_map_gets_tapejax_tensors_and_unpacks_tuples",
+      "oracle/test_oracle_data.py::test_map_is_not_on_the_tape_and_reads_variables_per_element_as_tf",
       "test_data.py::test_parallel_map_uses_threads_and_keeps_order",
       "test_data.py::test_map_functions_are_traced_once_unless_they_need_concrete_values",
       "test_data.py::test_map_is_not_recorded_by_an_outer_tape_and_reads_variables_when_it_runs"]),
@@ -173,5 +174,11 @@ ROWS = [
      ["oracle/test_oracle_data.py::test_constants_match_tf"]),
     ("data.Dataset of strings", "unsupported", "tapejax has no tf.string yet: a TypeError says so",
      ["test_data.py::test_strings_are_refused_until_tapejax_has_a_string_dtype"]),
+    ("data.Dataset.counter / take_while / scan / unique / get_single_element", "same", "Python iterators",
+     ["oracle/test_oracle_data.py::test_pipeline_matches_tf", "oracle/test_oracle_data.py::test_get_single_element_matches_tf"]),
+    ("data.Dataset.choose_from_datasets / sample_from_datasets", "differs",
+     "TF's selection rules; sample_from_datasets draws with NumPy (TF's distribution, not TF's draws)",
+     ["oracle/test_oracle_data.py::test_pipeline_matches_tf",
+      "test_data.py::test_sample_from_datasets_follows_the_weights_and_the_seed"]),
     ("data.Options / Dataset.with_options", "differs", "accepted, no effect", ["test_data.py::test_options_are_accepted"]),
 ]

@@ -355,3 +355,22 @@ def test_options_are_accepted():
 def test_autotune_map_parallelism_is_bounded_by_the_cpus():
     assert _dataset._parallelism(tf.data.AUTOTUNE) >= 1
     assert _dataset._parallelism(None) == 1 and _dataset._parallelism(3) == 3
+
+
+def test_sample_from_datasets_follows_the_weights_and_the_seed():
+    def draw(seed):
+        a = tf.data.Dataset.from_tensors(0).repeat()
+        b = tf.data.Dataset.from_tensors(1).repeat()
+        ds = tf.data.Dataset.sample_from_datasets([a, b], weights=[0.25, 0.75], seed=seed).take(4000)
+        return np.array([int(x) for x in ds.as_numpy_iterator()])
+
+    picks = draw(3)
+    assert abs(picks.mean() - 0.75) < 0.03  # binomial sd 0.007
+    assert np.array_equal(draw(3), picks) and not np.array_equal(draw(4), picks)
+    # An exhausted dataset drops out; stop_on_empty_dataset ends everything instead.
+    a, b = tf.data.Dataset.range(3), tf.data.Dataset.range(10, 110)
+    mixed = [int(x) for x in tf.data.Dataset.sample_from_datasets([a, b], seed=0)]
+    assert sorted(mixed) == [0, 1, 2, *range(10, 110)]
+    stopped = [int(x) for x in tf.data.Dataset.sample_from_datasets([a, b], seed=0, stop_on_empty_dataset=True)]
+    assert stopped == mixed[: len(stopped)] and len(stopped) < len(mixed)
+    assert [v for v in stopped if v < 10] == [0, 1, 2]

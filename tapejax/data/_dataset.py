@@ -350,6 +350,117 @@ class Dataset:
 
         return Dataset(make, spec, UNKNOWN, "_FlatMapDataset")
 
+    @staticmethod
+    def counter(start: Any = 0, step: Any = 1, dtype: Any = None, name: str | None = None) -> Dataset:
+        """The infinite count ``start, start + step, ...`` (int64 in TF; the x64 rule here).
+
+        Example:
+            >>> import tapejax as tf
+            >>> [int(x) for x in tf.data.Dataset.counter(5, 2).take(3)]
+            [5, 7, 9]
+        """
+        a, b = _int(start, "start"), _int(step, "step")
+        np_dtype = _index_dtype() if dtype is None else tf.as_dtype(dtype)._np
+        check_width(np.dtype(np_dtype), "Dataset.counter dtype")
+        return Dataset(lambda: (np.array(i, np_dtype) for i in itertools.count(a, b)),
+                       tf.TensorSpec([], tf.as_dtype(np_dtype)), INFINITE, "_CounterDataset")
+
+    @staticmethod
+    def choose_from_datasets(datasets: Any, choice_dataset: Dataset, stop_on_empty_dataset: bool = True) -> Dataset:
+        """Take each element from ``datasets[i]`` for the ``i`` that ``choice_dataset`` yields.
+
+        Example:
+            >>> import tapejax as tf
+            >>> a, b = tf.data.Dataset.range(3), tf.data.Dataset.range(10, 13)
+            >>> choice = tf.data.Dataset.from_tensor_slices([0, 1, 1, 0])
+            >>> [int(x) for x in tf.data.Dataset.choose_from_datasets([a, b], choice)]
+            [0, 10, 11, 1]
+        """
+        datasets = list(datasets)
+        if not datasets:
+            raise ValueError("Invalid `datasets`. `datasets` should not be empty.")
+        cs = choice_dataset.element_spec
+        ok_dtypes = (tf.int64,) if jax.config.jax_enable_x64 else (tf.int64, tf.int32)
+        if not isinstance(cs, tf.TensorSpec) or cs.dtype not in ok_dtypes or cs.shape.rank != 0:
+            raise TypeError(f"Invalid `choice_dataset`. Elements of `choice_dataset` must be scalar `tf.int64` "
+                            f"tensors but are {cs}.")
+        spec = _common_spec(datasets)
+
+        def make() -> PyIterator:
+            its = [d._elements() for d in datasets]
+            live = [True] * len(its)
+            for c in choice_dataset._elements():
+                i = int(c)
+                if not 0 <= i < len(its):
+                    raise errors.InvalidArgumentError(f"Selector index out of range: {i} not in [0, {len(its)}).")
+                if not live[i]:
+                    if stop_on_empty_dataset:
+                        return
+                    continue
+                try:
+                    yield next(its[i])
+                except StopIteration:
+                    live[i] = False
+                    if stop_on_empty_dataset:
+                        return
+
+        return Dataset(make, spec, lambda: _directed_card(datasets), "_DirectedInterleaveDataset")
+
+    @staticmethod
+    def sample_from_datasets(datasets: Any, weights: Any = None, seed: int | None = None,
+                             stop_on_empty_dataset: bool = False, rerandomize_each_iteration: Any = None) -> Dataset:
+        """Draw each element from one of ``datasets``, picked at random with ``weights``
+        (uniform by default); an exhausted dataset drops out (or ends it all with
+        ``stop_on_empty_dataset``). The draws are not TF's random numbers.
+
+        Example:
+            >>> import tapejax as tf
+            >>> ds = tf.data.Dataset.sample_from_datasets(
+            ...     [tf.data.Dataset.range(3), tf.data.Dataset.range(10, 13)], seed=1)
+            >>> sorted(int(x) for x in ds)
+            [0, 1, 2, 10, 11, 12]
+        """
+        datasets = list(datasets)
+        if not datasets:
+            raise ValueError("Invalid `datasets`. `datasets` should not be empty.")
+        if weights is None:
+            w = np.ones(len(datasets))
+        elif isinstance(weights, tf.Tensor):
+            w = np.asarray(weights._value, np.float64)
+            if w.shape != (len(datasets),):
+                raise ValueError(f"Invalid `weights`. The shape of `weights` should be compatible with "
+                                 f"`[len(datasets)]` but is {tf.TensorShape(w.shape)}.")
+        else:
+            if len(weights) != len(datasets):
+                raise ValueError(f"Invalid `weights`. `weights` should have the same length as `datasets` but got "
+                                 f"`len(weights)={len(weights)}` vs. `len(datasets)={len(datasets)}`.")
+            # As TF: constant weights drop the datasets they never pick, and one dataset left is
+            # the result itself (its cardinality included).
+            kept = [(d, float(x)) for d, x in zip(datasets, weights) if float(x) > 0]
+            datasets, w = ([d for d, _ in kept], np.array([x for _, x in kept])) if kept else (
+                [datasets[0].take(0)], np.ones(1))
+        spec = _common_spec(datasets)
+        if len(datasets) == 1:
+            return datasets[0]
+        rng = _Seeds(seed, reshuffle=bool(rerandomize_each_iteration) if rerandomize_each_iteration is not None
+                     else True)
+
+        def make() -> PyIterator:
+            r = rng.next()
+            its = [d._elements() for d in datasets]
+            live = w > 0
+            while live.any():
+                p = np.where(live, w, 0.0)
+                i = int(r.choice(len(its), p=p / p.sum()))
+                try:
+                    yield next(its[i])
+                except StopIteration:
+                    if stop_on_empty_dataset:
+                        return
+                    live[i] = False
+
+        return Dataset(make, spec, lambda: _directed_card(datasets), "_DirectedInterleaveDataset")
+
     # --- transformations --------------------------------------------------------------
 
     def map(self, map_func: Callable, num_parallel_calls: Any = None, deterministic: Any = None,
@@ -426,11 +537,7 @@ class Dataset:
 
         def make() -> PyIterator:
             for e in parent._elements():
-                keep = fn(e)
-                k = st.to_numpy(keep) if not isinstance(keep, bool | np.bool_) else np.asarray(keep)
-                if k.dtype != np.bool_ or k.shape != ():
-                    _check_predicate_spec(st.spec_of(k) if k.dtype != object else keep)
-                if bool(k):
+                if _truth(fn(e)):
                     yield e
 
         return Dataset(make, lambda: parent.element_spec, UNKNOWN, "_FilterDataset")
@@ -586,20 +693,13 @@ class Dataset:
         if size <= 0 and size != UNKNOWN:
             raise errors.InvalidArgumentError("buffer_size must be greater than zero or UNKNOWN_CARDINALITY")
         parent = self
-        g, o = tf.random.get_seed(seed)
-        seeded = g is not None or o is not None
-        fixed = np.random.SeedSequence().entropy
-        epochs = itertools.count()
-
-        def rng() -> np.random.Generator:
-            epoch = next(epochs) if reshuffle_each_iteration else 0
-            if seeded:
-                return np.random.default_rng([int(g) & 0xFFFFFFFF, int(o) & 0xFFFFFFFF, epoch])
-            return np.random.default_rng() if reshuffle_each_iteration else np.random.default_rng([fixed, 0])
+        seeds = _Seeds(seed, reshuffle_each_iteration)
 
         def make() -> PyIterator:
-            r = rng()
-            limit = size if size > 0 else max(parent._card(), 1)
+            r = seeds.next()
+            # buffer_size=UNKNOWN_CARDINALITY: the whole dataset (a uniform permutation).
+            n = parent._card()
+            limit = size if size > 0 else n if n > 0 else float("inf")
             buf: list = []
             it = parent._elements()
             for e in it:
@@ -931,6 +1031,104 @@ class Dataset:
             raise TypeError(f"`transformation_func` must return a `tf.data.Dataset` object. Got {type(out)}.")
         return out
 
+    def take_while(self, predicate: Callable, name: str | None = None) -> Dataset:
+        """The elements up to (not including) the first for which ``predicate`` is False.
+
+        Example:
+            >>> import tapejax as tf
+            >>> [int(x) for x in tf.data.Dataset.range(10).take_while(lambda x: x < 3)]
+            [0, 1, 2]
+        """
+        parent = self
+        traced = st.trace_spec(predicate, self.element_spec)
+        if traced is not None:
+            _check_predicate_spec(traced)
+        fn = st.Applier(predicate, compiled=traced is not None and _fully_defined(self.element_spec))
+
+        def make() -> PyIterator:
+            for e in parent._elements():
+                if not _truth(fn(e)):
+                    return
+                yield e
+
+        return Dataset(make, lambda: parent.element_spec, UNKNOWN, "_TakeWhileDataset")
+
+    def scan(self, initial_state: Any, scan_func: Callable, name: str | None = None) -> Dataset:
+        """A running state: ``scan_func(state, element)`` returns ``(new_state, output)``; the
+        dataset yields the outputs.
+
+        Example:
+            >>> import tapejax as tf
+            >>> [int(x) for x in tf.data.Dataset.range(5).scan(0, lambda s, x: (s + x, s + x))]
+            [0, 1, 3, 6, 10]
+        """
+        parent = self
+        init = st.map_structure(st.to_numpy, initial_state)
+
+        def make() -> PyIterator:
+            state = init
+            for e in parent._elements():
+                with st.isolated():
+                    out = scan_func(st.to_tensors(state), st.to_tensors(e))
+                out = st.normalize(out)
+                if not isinstance(out, tuple) or len(out) != 2:
+                    raise TypeError("The `scan_func` argument must return a pair (new_state, output_element).")
+                new = st.from_user(out[0])
+                if not st.same_structure(state, new):
+                    raise TypeError(f"The element types for the new state must match the initial state. Expected "
+                                    f"{initial_state!r}; got {out[0]!r}.")
+                state = new
+                yield st.from_user(out[1])
+
+        def spec() -> Any:
+            for e in make():
+                return st.map_structure(st.spec_of, e)
+            raise ValueError("Cannot find the element_spec of a scan over an empty dataset.")
+
+        return Dataset(make, spec, parent._card, "_ScanDataset")
+
+    def unique(self, name: str | None = None) -> Dataset:
+        """Each distinct element once, in the order first seen (integer elements).
+
+        Example:
+            >>> import tapejax as tf
+            >>> [int(x) for x in tf.data.Dataset.from_tensor_slices([1, 3, 1, 2, 3]).unique()]
+            [1, 3, 2]
+        """
+        spec = self.element_spec
+        if not isinstance(spec, tf.TensorSpec) or spec.dtype not in (tf.int32, tf.int64):
+            dtype = spec.dtype if isinstance(spec, tf.TensorSpec) else spec
+            raise TypeError(f"`tf.data.Dataset.unique` does not support type {dtype} -- only `tf.int32`, "
+                            f"`tf.int64`, and `tf.string` are supported.")
+        parent = self
+
+        def make() -> PyIterator:
+            seen = set()
+            for e in parent._elements():
+                key = (e.shape, e.tobytes())
+                if key not in seen:
+                    seen.add(key)
+                    yield e
+
+        return Dataset(make, spec, UNKNOWN, "_UniqueDataset")
+
+    def get_single_element(self, name: str | None = None) -> Any:
+        """The dataset's only element (``InvalidArgumentError`` if it has none or several).
+
+        Example:
+            >>> import tapejax as tf
+            >>> print(tf.data.Dataset.from_tensors([1.0, 2.0]).get_single_element())
+            tf.Tensor([1. 2.], shape=(2,), dtype=float32)
+        """
+        it = self._elements()
+        try:
+            e = next(it)
+        except StopIteration:
+            raise errors.InvalidArgumentError("Dataset was empty.") from None
+        for _ in it:
+            raise errors.InvalidArgumentError("Dataset had more than one element.")
+        return st.to_tensors(e)
+
     def options(self) -> Options:
         """The dataset's options (accepted for compatibility; tapejax has nothing to tune)."""
         return Options()
@@ -1055,6 +1253,47 @@ def _batch_card(n: int, b: int, drop: bool) -> int:
     if n in (INFINITE, UNKNOWN):
         return n
     return n // b if drop else math.ceil(n / b)
+
+
+class _Seeds:
+    """The random generator of each iteration of a shuffling dataset, under TF's seed rules: the
+    op seed and ``tf.random.set_seed``'s global seed (``tf.random.get_seed``) fix the sequence of
+    orders; a new iteration gets the next one unless it is told to repeat the first."""
+
+    def __init__(self, seed: Any, reshuffle: bool):
+        g, o = tf.random.get_seed(seed)
+        self.seeded = g is not None or o is not None
+        self.key = [int(g) & 0xFFFFFFFF, int(o) & 0xFFFFFFFF] if self.seeded else [np.random.SeedSequence().entropy]
+        self.reshuffle = reshuffle
+        self.epochs = itertools.count()
+
+    def next(self) -> np.random.Generator:
+        if self.reshuffle and not self.seeded:
+            return np.random.default_rng()
+        return np.random.default_rng([*self.key, next(self.epochs) if self.reshuffle else 0])
+
+
+def _common_spec(datasets: list) -> Any:
+    specs = [d.element_spec for d in datasets]
+    out = specs[0]
+    for s in specs[1:]:
+        if not st.same_structure(out, s) or any(
+                x.dtype != y.dtype for x, y in zip(st.flatten(out), st.flatten(s))):
+            raise TypeError(f"Incompatible dataset elements:\n  {out} vs.   {s}")
+        out = st.map_structure(st.most_specific_compatible, out, s)
+    return out
+
+
+def _directed_card(datasets: list) -> int:
+    # TF: infinite as soon as one input is, else unknown (the choices decide).
+    return INFINITE if any(d._card() == INFINITE for d in datasets) else UNKNOWN
+
+
+def _truth(value: Any) -> bool:
+    k = st.to_numpy(value) if not isinstance(value, bool | np.bool_) else np.asarray(value)
+    if k.dtype != np.bool_ or k.shape != ():
+        _check_predicate_spec(st.spec_of(k))
+    return bool(k)
 
 
 def _fully_defined(spec: Any) -> bool:

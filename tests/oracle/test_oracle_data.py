@@ -343,6 +343,58 @@ def c_flat_map(tf): return tf.data.Dataset.range(4).flat_map(lambda x: tf.data.D
 def c_shard(tf): return tf.data.Dataset.range(10).shard(3, 1)
 @case()
 def c_apply(tf): return tf.data.Dataset.range(5).apply(lambda d: d.skip(1).batch(2))
+@case(take=4)
+def c_counter(tf): return tf.data.Dataset.counter(5, 2)
+@case(take=3)
+def c_counter_int32(tf): return tf.data.Dataset.counter(dtype=tf.int32)
+@case()
+def c_take_while(tf): return tf.data.Dataset.range(10).take_while(lambda x: x < 4)
+@case()
+def c_take_while_infinite(tf): return tf.data.Dataset.counter().take_while(lambda x: x < 3)
+@case()
+def c_scan(tf): return tf.data.Dataset.range(5).scan(np.int64(0), lambda s, x: (s + x, s * 10))
+@case()
+def c_scan_tuple_element(tf):
+    return tf.data.Dataset.from_tensor_slices(([1, 2], [3, 4])).scan(0, lambda s, x: (s + x[0], x))
+@case()
+def c_scan_dict_output(tf): return tf.data.Dataset.range(4).scan(np.int64(0), lambda s, x: (s + x, {"a": x, "s": s}))
+@case()
+def c_unique(tf): return tf.data.Dataset.from_tensor_slices([1, 3, 1, 2, 3]).unique()
+@case()
+def c_unique_float(tf): return tf.data.Dataset.range(3).map(lambda x: tf.cast(x, tf.float32)).unique()
+@case()
+def c_choose(tf):
+    choice = tf.data.Dataset.from_tensor_slices(np.array([0, 1, 1, 0, 0, 0], np.int64))
+    return tf.data.Dataset.choose_from_datasets([tf.data.Dataset.range(3), tf.data.Dataset.range(10, 13)], choice)
+@case()
+def c_choose_skip_empty(tf):
+    choice = tf.data.Dataset.from_tensor_slices(np.array([0, 0, 0, 0, 1, 1], np.int64))
+    return tf.data.Dataset.choose_from_datasets([tf.data.Dataset.range(3), tf.data.Dataset.range(10, 13)], choice,
+                                                stop_on_empty_dataset=False)
+@case(take=5)
+def c_choose_infinite(tf):
+    choice = tf.data.Dataset.range(2).repeat()
+    return tf.data.Dataset.choose_from_datasets([tf.data.Dataset.range(3).repeat(), tf.data.Dataset.range(10, 13)],
+                                                choice, stop_on_empty_dataset=False)
+@case()
+def c_choose_bad_choice_dtype(tf):
+    return tf.data.Dataset.choose_from_datasets([tf.data.Dataset.range(3)], tf.data.Dataset.range(1).map(
+        lambda x: tf.cast(x, tf.float32)))
+@case()
+def c_sample_one_weight(tf):
+    return tf.data.Dataset.sample_from_datasets([tf.data.Dataset.range(3), tf.data.Dataset.range(10, 13)],
+                                                weights=[1.0, 0.0], seed=1)
+@case()
+def c_sample_sorted(tf):
+    ds = tf.data.Dataset.sample_from_datasets([tf.data.Dataset.range(3), tf.data.Dataset.range(10, 13)], seed=4)
+    return ds.batch(6).map(lambda b: tf.sort(b))
+@case()
+def c_sample_incompatible(tf):
+    return tf.data.Dataset.sample_from_datasets([tf.data.Dataset.range(3), tf.data.Dataset.from_tensors(1.0)])
+@case()
+def c_shuffle_unknown_buffer(tf):
+    return tf.data.Dataset.range(8).filter(lambda x: x > 2).shuffle(tf.data.UNKNOWN_CARDINALITY).batch(8).map(
+        lambda b: tf.sort(b))
 @case()
 def c_shuffle_then_batch_cardinality(tf):
     # The order is random; the sorted elements and the cardinality are not.
@@ -417,6 +469,36 @@ def test_len_matches_tf(real_tf):
             except TypeError as e:
                 outcomes.append(str(e))
         assert outcomes[0] == outcomes[1]
+
+
+def test_get_single_element_matches_tf(real_tf):
+    for build in (lambda tf: tf.data.Dataset.range(1), lambda tf: tf.data.Dataset.range(0),
+                  lambda tf: tf.data.Dataset.range(2), lambda tf: tf.data.Dataset.from_tensors(([1.0], {"a": 2}))):
+        outcomes = []
+        for tf in (real_tf, tapejax):
+            with jax.enable_x64():
+                try:
+                    outcomes.append(_reduce(_to_np(build(tf).get_single_element())))
+                except Exception as e:  # noqa: BLE001
+                    outcomes.append(type(e).__name__)
+        assert outcomes[0] == outcomes[1]
+
+
+def _times(v):
+    return lambda x: x * v
+
+
+def test_map_is_not_on_the_tape_and_reads_variables_per_element_as_tf(real_tf):
+    outcomes = []
+    for tf in (real_tf, tapejax):
+        v = tf.Variable(2.0)
+        ds = tf.data.Dataset.from_tensor_slices([1.0, 2.0]).map(_times(v))
+        with tf.GradientTape() as t:
+            s = tf.add_n([x for x in ds])
+        g = t.gradient(s, v)
+        v.assign(3.0)
+        outcomes.append((g is None, float(s), [float(x) for x in ds]))
+    assert outcomes[0] == outcomes[1]
 
 
 def test_reduce_matches_tf(real_tf):
