@@ -374,3 +374,12 @@ def test_sample_from_datasets_follows_the_weights_and_the_seed():
     stopped = [int(x) for x in tf.data.Dataset.sample_from_datasets([a, b], seed=0, stop_on_empty_dataset=True)]
     assert stopped == mixed[: len(stopped)] and len(stopped) < len(mixed)
     assert [v for v in stopped if v < 10] == [0, 1, 2]
+
+
+def test_a_dataset_of_symbolic_tensors_says_to_build_it_outside_the_function():
+    @tf.function
+    def f(x):
+        return tf.data.Dataset.from_tensor_slices(x).reduce(0.0, lambda s, e: s + e)
+
+    with pytest.raises(TypeError, match="Build the dataset outside the function"):
+        f(tf.constant([1.0, 2.0]))

@@ -76,6 +76,12 @@ def to_numpy(value: Any, dtype: Any = None) -> np.ndarray:
         return value
     if isinstance(value, Tensor | VariableBase):
         v = value._value if isinstance(value, Tensor) else value._v
+        if isinstance(v, jax.core.Tracer):
+            raise TypeError(
+                "tf.data builds datasets from concrete values, and this tensor is symbolic (traced inside a "
+                "tapejax.function). Build the dataset outside the function and pass its elements or batches in "
+                "as arguments."
+            )
         if dtype is not None and tf.as_dtype(dtype)._np != v.dtype:
             raise TypeError(f"Expected a value of dtype {tf.as_dtype(dtype).name}, got {v.dtype}: cast it with tf.cast.")
         return np.asarray(v)
