@@ -181,5 +181,10 @@ ROWS = [
      "TF's selection rules; sample_from_datasets draws with NumPy (TF's distribution, not TF's draws)",
      ["oracle/test_oracle_data.py::test_pipeline_matches_tf",
       "test_data.py::test_sample_from_datasets_follows_the_weights_and_the_seed"]),
+    ("data.experimental.make_csv_dataset", "differs",
+     ("Python's csv module; TF's type inference, shuffle/repeat/batch order and OrderedDict features; "
+     "no text columns (no tf.string yet)"),
+     ["oracle/test_oracle_data.py::test_make_csv_dataset_matches_tf", "test_data.py::test_csv_walkthrough_style_training",
+      "test_data.py::test_csv_text_columns_and_64_bit_columns_say_what_to_do"]),
     ("data.Options / Dataset.with_options", "differs", "accepted, no effect", ["test_data.py::test_options_are_accepted"]),
 ]

@@ -19,7 +19,8 @@ import tapejax as tf
 from tapejax.data import _dataset
 
 
-@pytest.mark.parametrize("module", ["tapejax.data", "tapejax.data._dataset", "tapejax.data.experimental"])
+@pytest.mark.parametrize("module", ["tapejax.data", "tapejax.data._dataset", "tapejax.data.experimental",
+                                    "tapejax.data._csv"])
 def test_docstring_examples_run(module):
     mod = importlib.import_module(module)
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
@@ -383,3 +384,52 @@ def test_a_dataset_of_symbolic_tensors_says_to_build_it_outside_the_function():
 
     with pytest.raises(TypeError, match="Build the dataset outside the function"):
         f(tf.constant([1.0, 2.0]))
+
+
+def test_csv_walkthrough_style_training(tmp_path):
+    # TF 2's custom training walkthrough: make_csv_dataset, a map that packs the feature dict into
+    # a matrix, and a softmax regression trained batch by batch.
+    rng = np.random.default_rng(0)
+    centers = np.array([[5.0, 3.4, 1.5, 0.2], [5.9, 2.8, 4.3, 1.3], [6.6, 3.0, 5.6, 2.0]])
+    labels = rng.integers(0, 3, 150)
+    rows = centers[labels] + rng.normal(scale=0.2, size=(150, 4))
+    path = tmp_path / "iris_training.csv"
+    lines = ["150,4,setosa,versicolor,virginica"] + [
+        ",".join(f"{v:.1f}" for v in r) + f",{c}" for r, c in zip(rows, labels)]
+    path.write_text("\n".join(lines) + "\n")
+    names = ["sepal_length", "sepal_width", "petal_length", "petal_width", "species"]
+    ds = tf.data.experimental.make_csv_dataset(str(path), 32, column_names=names, label_name="species",
+                                               num_epochs=1, shuffle_seed=0)
+    features, y = next(iter(ds))
+    assert list(features) == names[:4] and y.dtype == tf.int32 and features["sepal_length"].dtype == tf.float32
+
+    def pack_features_vector(features, labels):
+        return tf.stack(list(features.values()), axis=1), labels
+
+    ds = ds.map(pack_features_vector)
+    w = tf.Variable(tf.zeros((4, 3)))
+    b = tf.Variable(tf.zeros((3,)))
+    for _ in range(60):
+        for x, yb in ds:
+            with tf.GradientTape() as tape:
+                logits = tf.matmul(x, w) + b
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=yb, logits=logits))
+            gw, gb = tape.gradient(loss, [w, b])
+            w.assign_sub(0.1 * gw)
+            b.assign_sub(0.1 * gb)
+    logits = rows.astype(np.float32) @ w.numpy() + b.numpy()
+    assert (logits.argmax(1) == labels).mean() > 0.9
+
+
+def test_csv_text_columns_and_64_bit_columns_say_what_to_do(tmp_path):
+    path = tmp_path / "mixed.csv"
+    path.write_text("name,x,y\nsetosa,1.5,1e39\n")
+    with pytest.raises(TypeError, match="select_columns"):
+        tf.data.experimental.make_csv_dataset(str(path), 1, num_epochs=1)
+    if not tf.x64_enabled():
+        with pytest.raises(TypeError, match="64-bit"):
+            tf.data.experimental.make_csv_dataset(str(path), 1, select_columns=["y"], num_epochs=1)
+    ds = tf.data.experimental.make_csv_dataset(str(path), 1, select_columns=["x"], num_epochs=1)
+    assert [float(f["x"][0]) for f in ds] == [1.5]
+    with pytest.raises(ValueError, match="No files match"):
+        tf.data.experimental.make_csv_dataset(str(tmp_path / "none*.csv"), 1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._csv import make_csv_dataset
 from ._dataset import AUTOTUNE, INFINITE, UNKNOWN, Dataset
 
 INFINITE_CARDINALITY = INFINITE
@@ -23,4 +24,4 @@ def cardinality(dataset: Dataset) -> Any:
     return dataset.cardinality()
 
 
-__all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "cardinality"]
+__all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "cardinality", "make_csv_dataset"]
