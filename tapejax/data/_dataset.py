@@ -42,9 +42,12 @@ def _int(x: Any, what: str) -> int:
     if isinstance(x, tf.Tensor):
         x = x.numpy()
     try:
-        return int(x)
+        n = int(x)
     except (TypeError, ValueError):
         raise TypeError(f"`{what}` must be an integer (or a scalar integer tensor), got {x!r}.") from None
+    if n != x:
+        raise TypeError(f"Cannot convert {x!r} to an integer `{what}`: pass a whole number.")
+    return n
 
 
 def _x64_as(flag: bool) -> Any:
@@ -243,6 +246,10 @@ class Dataset:
             datasets = args[0] if len(args) == 1 else tuple(args)
         elif args:
             raise TypeError("Both `*args` and `datasets` cannot be set.")
+        if isinstance(datasets, list):
+            raise TypeError("Invalid input to `zip`. Inputs are expected to be (nested) structures of "
+                            "`tf.data.Dataset` objects. Python `list` is not supported and you should use `tuple` "
+                            "instead.")
         flat = st.flatten(datasets)
         for d in flat:
             if not isinstance(d, Dataset):
