@@ -433,3 +433,18 @@ def test_csv_text_columns_and_64_bit_columns_say_what_to_do(tmp_path):
     assert [float(f["x"][0]) for f in ds] == [1.5]
     with pytest.raises(ValueError, match="No files match"):
         tf.data.experimental.make_csv_dataset(str(tmp_path / "none*.csv"), 1)
+
+
+def test_random_augmentation_in_map_draws_fresh_numbers_per_element_and_epoch():
+    for calls in (None, 4):
+        ds = tf.data.Dataset.range(16).map(lambda x: tf.random.uniform([]), num_parallel_calls=calls)
+        a = [float(v) for v in ds]
+        b = [float(v) for v in ds]
+        assert len(set(a)) == 16 and set(a).isdisjoint(b)
+    try:
+        tf.random.set_seed(1)
+        first = [float(v) for v in tf.data.Dataset.range(3).map(lambda x: tf.random.uniform([]))]
+        tf.random.set_seed(1)
+        assert [float(v) for v in tf.data.Dataset.range(3).map(lambda x: tf.random.uniform([]))] == first
+    finally:
+        tf.random.set_seed(None)

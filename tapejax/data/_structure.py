@@ -7,6 +7,7 @@ per element. It becomes tapejax tensors only where the user sees it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -162,13 +163,16 @@ class Applier:
         # The traced result's structure: a compiled call returns dicts in jax's (sorted) key
         # order, TF keeps the order the function built them in.
         self.like = like
+        # One compiled call at a time: concurrent calls of one tapejax.function race on the state
+        # it carries between calls (tf.random's key: two threads would draw the same numbers).
+        self.lock = threading.Lock()
 
     def __call__(self, element: Any) -> Any:
         compiled = self.compiled
         if compiled is None:
             return call(self.fn, element)
         try:
-            with isolated():
+            with self.lock, isolated():
                 # NumPy arrays go straight in: jit moves them to the device itself.
                 if isinstance(element, tuple) and not hasattr(element, "_fields"):
                     out = compiled(*element)
