@@ -331,7 +331,7 @@ class Dataset:
             def leaf(s: Any, v: Any) -> np.ndarray:
                 try:
                     a = np.asarray(v._value if isinstance(v, tf.Tensor) else v, dtype=s.dtype._np)
-                except (TypeError, ValueError) as e:
+                except (TypeError, ValueError, OverflowError) as e:
                     raise errors.InvalidArgumentError(
                         f"TypeError: `generator` yielded an element that could not be converted to the expected "
                         f"type. The expected type was {s.dtype.name}, but the yielded element was {v!r}. ({e})"
@@ -379,9 +379,9 @@ class Dataset:
         Example:
             >>> import tapejax as tf
             >>> a, b = tf.data.Dataset.range(3), tf.data.Dataset.range(10, 13)
-            >>> choice = tf.data.Dataset.from_tensor_slices([0, 1, 1, 0])
+            >>> choice = tf.data.Dataset.range(2).repeat(2)  # int64 in TF (the x64 rule here)
             >>> [int(x) for x in tf.data.Dataset.choose_from_datasets([a, b], choice)]
-            [0, 10, 11, 1]
+            [0, 10, 1, 11]
         """
         datasets = list(datasets)
         if not datasets:
@@ -1010,9 +1010,9 @@ class Dataset:
         """Fold the dataset: ``state = reduce_func(state, element)`` from ``initial_state``.
 
         Example:
-            >>> import tapejax as tf
-            >>> print(tf.data.Dataset.range(5).reduce(0, lambda s, x: s + x))
-            tf.Tensor(10, shape=(), dtype=int32)
+            >>> import numpy as np, tapejax as tf
+            >>> int(tf.data.Dataset.range(5).reduce(np.int64(0), lambda s, x: s + x))
+            10
         """
         state = st.map_structure(st.to_numpy, initial_state)
         for e in self._elements():
@@ -1065,8 +1065,8 @@ class Dataset:
         dataset yields the outputs.
 
         Example:
-            >>> import tapejax as tf
-            >>> [int(x) for x in tf.data.Dataset.range(5).scan(0, lambda s, x: (s + x, s + x))]
+            >>> import numpy as np, tapejax as tf
+            >>> [int(x) for x in tf.data.Dataset.range(5).scan(np.int64(0), lambda s, x: (s + x, s + x))]
             [0, 1, 3, 6, 10]
         """
         parent = self
