@@ -186,5 +186,7 @@ ROWS = [
      "no text columns (no tf.string yet)"),
      ["oracle/test_oracle_data.py::test_make_csv_dataset_matches_tf", "test_data.py::test_csv_walkthrough_style_training",
       "test_data.py::test_csv_text_columns_and_64_bit_columns_say_what_to_do"]),
+    ("data.experimental: assert_cardinality, from_list, at, Counter, transformation aliases", "same", "the Dataset methods, as dataset.apply transformations",
+     ["oracle/test_oracle_data.py::test_pipeline_matches_tf", "oracle/test_oracle_data.py::test_experimental_at_matches_tf"]),
     ("data.Options / Dataset.with_options", "differs", "accepted, no effect", ["test_data.py::test_options_are_accepted"]),
 ]

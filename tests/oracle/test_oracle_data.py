@@ -401,6 +401,34 @@ def c_shuffle_unknown_buffer(tf):
     return tf.data.Dataset.range(8).filter(lambda x: x > 2).shuffle(tf.data.UNKNOWN_CARDINALITY).batch(8).map(
         lambda b: tf.sort(b))
 @case()
+def c_assert_cardinality(tf):
+    return tf.data.Dataset.range(5).filter(lambda x: x < 3).apply(tf.data.experimental.assert_cardinality(3))
+@case()
+def c_assert_cardinality_too_few(tf):
+    return tf.data.Dataset.range(5).filter(lambda x: x < 3).apply(tf.data.experimental.assert_cardinality(4))
+@case()
+def c_assert_cardinality_too_many(tf):
+    return tf.data.Dataset.range(5).filter(lambda x: x < 3).apply(tf.data.experimental.assert_cardinality(2))
+@case()
+def c_from_list(tf): return tf.data.experimental.from_list([(1, 2.0), (3, 4.0)])
+@case()
+def c_from_list_dicts(tf): return tf.data.experimental.from_list([{"a": [1, 2]}, {"a": [3, 4]}])
+@case()
+def c_from_list_empty(tf): return tf.data.experimental.from_list([])
+@case()
+def c_experimental_transformations(tf):
+    e = tf.data.experimental
+    return (tf.data.Dataset.range(6).apply(e.map_and_batch(lambda x: x * 2, 2)).apply(e.unbatch())
+            .apply(e.take_while(lambda x: x < 8)).apply(e.enumerate_dataset(1))
+            .apply(e.scan(np.int64(0), lambda s, ix: (s + ix[1], (ix[0], s + ix[1])))))
+@case()
+def c_experimental_choose(tf):
+    return tf.data.experimental.choose_from_datasets([tf.data.Dataset.range(1), tf.data.Dataset.range(10, 12)],
+                                                     tf.data.Dataset.range(2).repeat(3))
+@case()
+def c_shuffle_and_repeat(tf):
+    return tf.data.Dataset.range(5).apply(tf.data.experimental.shuffle_and_repeat(3, count=2)).batch(10).map(tf.sort)
+@case()
 def c_shuffle_then_batch_cardinality(tf):
     # The order is random; the sorted elements and the cardinality are not.
     return tf.data.Dataset.range(7).shuffle(3).batch(7).map(lambda b: tf.sort(b))
@@ -475,6 +503,19 @@ def test_len_matches_tf(real_tf):
             except TypeError as e:
                 outcomes.append(str(e))
         assert outcomes[0] == outcomes[1]
+
+
+def test_experimental_at_matches_tf(real_tf):
+    outcomes = []
+    for tf in (real_tf, tapejax):
+        with jax.enable_x64():
+            got = [int(tf.data.experimental.at(tf.data.Dataset.range(10), 3))]
+            try:
+                tf.data.experimental.at(tf.data.Dataset.range(3), 5)
+            except Exception as e:  # noqa: BLE001
+                got.append(type(e).__name__)
+        outcomes.append(got)
+    assert outcomes[0] == outcomes[1] == [3, "OutOfRangeError"]
 
 
 def test_get_single_element_matches_tf(real_tf):
