@@ -1038,6 +1038,62 @@ class Dataset:
             raise TypeError(f"`transformation_func` must return a `tf.data.Dataset` object. Got {type(out)}.")
         return out
 
+    def window(self, size: Any, shift: Any = None, stride: Any = 1, drop_remainder: bool = False,
+               name: str | None = None) -> Dataset:
+        """Windows of ``size`` elements (every ``stride``-th), one starting every ``shift``
+        elements; each window is a dataset (a structure of datasets for structured elements),
+        typically flattened with ``flat_map(lambda w: w.batch(size))``.
+
+        Example:
+            >>> import tapejax as tf
+            >>> ds = tf.data.Dataset.range(6).window(3, shift=1, drop_remainder=True)
+            >>> [b.tolist() for b in ds.flat_map(lambda w: w.batch(3)).as_numpy_iterator()]
+            [[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 5]]
+        """
+        size_, shift_, stride_ = _int(size, "size"), _int(size if shift is None else shift, "shift"), _int(
+            stride, "stride")
+        for what, v in (("size", size_), ("shift", shift_), ("stride", stride_)):
+            if v <= 0:
+                raise errors.InvalidArgumentError(f"Window {what} must be greater than zero, but got {v}.")
+        parent = self
+        span = (size_ - 1) * stride_ + 1  # input elements one full window covers
+
+        def window_of(items: list) -> Any:
+            spec = parent.element_spec
+            flat = st.flatten(spec)
+            cols = list(zip(*[st.flatten(e) for e in items]))
+            return st.pack_as(spec, [Dataset(lambda c=c: iter(c), s, len(c), "_VariantDataset")
+                                     for c, s in zip(cols, flat)])
+
+        def make() -> PyIterator:
+            buf: collections.deque = collections.deque()  # (index, element) from the next window's start
+            start = 0
+            n = 0
+            for e in parent._elements():
+                if n >= start:  # a shift longer than a window skips elements
+                    buf.append((n, e))
+                n += 1
+                while n >= start + span:
+                    yield window_of([x for i, x in buf if start <= i < start + span and (i - start) % stride_ == 0])
+                    start += shift_
+                    while buf and buf[0][0] < start:
+                        buf.popleft()
+            while not drop_remainder and start < n:
+                yield window_of([x for i, x in buf if i >= start and (i - start) % stride_ == 0][:size_])
+                start += shift_
+                while buf and buf[0][0] < start:
+                    buf.popleft()
+
+        def card() -> int:
+            n = parent._card()
+            if n in (INFINITE, UNKNOWN):
+                return n
+            if drop_remainder:
+                return 0 if n < span else (n - span) // shift_ + 1
+            return math.ceil(n / shift_)
+
+        return Dataset(make, lambda: st.map_structure(DatasetSpec, parent.element_spec), card, "_WindowDataset")
+
     def take_while(self, predicate: Callable, name: str | None = None) -> Dataset:
         """The elements up to (not including) the first for which ``predicate`` is False.
 
@@ -1143,6 +1199,33 @@ class Dataset:
     def with_options(self, options: Any, name: str | None = None) -> Dataset:
         """Accepted for compatibility: returns the dataset unchanged (no option changes its elements)."""
         return self
+
+
+class DatasetSpec:
+    """The spec of a dataset that is an element of another (``window``'s elements): its
+    ``element_spec`` (``tf.data.DatasetSpec``).
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.data.Dataset.range(5).window(2).element_spec
+        DatasetSpec(TensorSpec(shape=(), dtype=tf.int32, name=None), TensorShape([]))
+    """
+
+    def __init__(self, element_spec: Any, dataset_shape: Any = ()):
+        self.element_spec = element_spec
+        self.dataset_shape = tf.TensorShape(dataset_shape)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DatasetSpec) and repr(self) == repr(other)
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    def __repr__(self) -> str:
+        return f"DatasetSpec({self.element_spec!r}, {self.dataset_shape!r})"
+
+
+st.DATASET_SPEC[:] = [DatasetSpec]
 
 
 class Options:
@@ -1304,7 +1387,8 @@ def _truth(value: Any) -> bool:
 
 
 def _fully_defined(spec: Any) -> bool:
-    return all(s.shape.rank is not None and s.shape.is_fully_defined() for s in st.flatten(spec))
+    return all(isinstance(s, tf.TensorSpec) and s.shape.rank is not None and s.shape.is_fully_defined()
+               for s in st.flatten(spec))
 
 
 def _check_predicate_spec(spec: Any) -> None:

@@ -71,9 +71,16 @@ def normalize(value: Any) -> Any:
     return value
 
 
+def is_dataset(value: Any) -> bool:
+    # A dataset as an element (``window``'s): carried as it is, never converted.
+    return hasattr(value, "_elements") and hasattr(value, "element_spec")
+
+
 def to_numpy(value: Any, dtype: Any = None) -> np.ndarray:
     """One leaf as a NumPy array under tapejax's dtype rules (the x64 rule included)."""
     if isinstance(value, np.ndarray) and dtype is None and value.dtype.kind in "biuf" and value.dtype.itemsize <= 4:
+        return value
+    if is_dataset(value):
         return value
     if isinstance(value, Tensor | VariableBase):
         v = value._value if isinstance(value, Tensor) else value._v
@@ -100,7 +107,13 @@ def _has_strings(v: Any) -> bool:
 
 
 def spec_of(arr: np.ndarray) -> Any:
+    if is_dataset(arr):
+        return DATASET_SPEC[0](arr.element_spec)
     return tf.TensorSpec(arr.shape, tf.as_dtype(arr.dtype))
+
+
+# ``DatasetSpec``, set by ``_dataset`` (which imports this module).
+DATASET_SPEC: list = []
 
 
 def most_specific_compatible(a: Any, b: Any) -> Any:
@@ -112,12 +125,18 @@ def most_specific_compatible(a: Any, b: Any) -> Any:
 
 
 def to_tensors(element: Any) -> Any:
-    return map_structure(lambda a: Tensor(jnp.asarray(a)), element)
+    return map_structure(lambda a: Tensor(jnp.asarray(a)) if isinstance(a, np.ndarray) else a, element)
 
 
 def to_numpy_out(element: Any) -> Any:
     # as_numpy_iterator gives NumPy scalars for scalar components, as TF does.
-    return map_structure(lambda a: a[()] if a.ndim == 0 else a, element)
+    def leaf(a: Any) -> Any:
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"`tf.data.Dataset.as_numpy_iterator()` is not supported for datasets that produce "
+                            f"values of type {type(a)}")
+        return a[()] if a.ndim == 0 else a
+
+    return map_structure(leaf, element)
 
 
 def from_user(value: Any) -> Any:
@@ -211,7 +230,7 @@ def trace_spec(fn: Callable, spec: Any) -> Any:
         return jax.eval_shape(pure, *args)
 
     leaves = flatten(spec)
-    if any(s.shape.rank is None for s in leaves):
+    if any(not isinstance(s, tf.TensorSpec) or s.shape.rank is None for s in leaves):
         return None
     try:
         a = shapes(2)

@@ -429,6 +429,24 @@ def c_experimental_choose(tf):
 def c_shuffle_and_repeat(tf):
     return tf.data.Dataset.range(5).apply(tf.data.experimental.shuffle_and_repeat(3, count=2)).batch(10).map(tf.sort)
 @case()
+def c_window_flat_map(tf): return tf.data.Dataset.range(7).window(3, shift=1, drop_remainder=True).flat_map(
+    lambda w: w.batch(3))
+@case()
+def c_window_partial(tf): return tf.data.Dataset.range(7).window(3, shift=2).flat_map(lambda w: w.batch(5))
+@case()
+def c_window_stride(tf): return tf.data.Dataset.range(9).window(3, shift=2, stride=2).flat_map(lambda w: w.batch(3))
+@case()
+def c_window_big_shift(tf): return tf.data.Dataset.range(10).window(2, shift=4).flat_map(lambda w: w.batch(2))
+@case()
+def c_window_tuple(tf):
+    ds = tf.data.Dataset.from_tensor_slices(([1, 2, 3], [4.0, 5.0, 6.0])).window(2)
+    return ds.flat_map(lambda a, b: tf.data.Dataset.zip((a.batch(2), b.batch(2))))
+@case()
+def c_window_reduce_in_map(tf):
+    return tf.data.Dataset.range(7).window(3).map(lambda w: w.reduce(np.int64(0), lambda s, x: s + x))
+@case()
+def c_window_as_numpy(tf): return tf.data.Dataset.range(3).window(2)
+@case()
 def c_shuffle_then_batch_cardinality(tf):
     # The order is random; the sorted elements and the cardinality are not.
     return tf.data.Dataset.range(7).shuffle(3).batch(7).map(lambda b: tf.sort(b))
@@ -516,6 +534,18 @@ def test_experimental_at_matches_tf(real_tf):
                 got.append(type(e).__name__)
         outcomes.append(got)
     assert outcomes[0] == outcomes[1] == [3, "OutOfRangeError"]
+
+
+def test_window_specs_and_cardinality_match_tf(real_tf):
+    def builds(tf):
+        r = tf.data.Dataset.range
+        return [r(7).window(3, shift=2), r(7).window(3, shift=2, drop_remainder=True), r(10).window(3, shift=2),
+                r(10).repeat().window(3), r(2).window(3, drop_remainder=True),
+                tf.data.Dataset.from_tensor_slices({"a": [1, 2], "b": [[1.0], [2.0]]}).window(2)]
+
+    with jax.enable_x64():
+        got = [(repr(d.element_spec), int(d.cardinality())) for d in builds(tapejax)]
+    assert got == [(repr(d.element_spec), int(d.cardinality())) for d in builds(real_tf)]
 
 
 def test_get_single_element_matches_tf(real_tf):
