@@ -192,5 +192,8 @@ ROWS = [
       "test_data.py::test_csv_text_columns_and_64_bit_columns_say_what_to_do"]),
     ("data.experimental: assert_cardinality, from_list, at, Counter, transformation aliases", "same", "the Dataset methods, as dataset.apply transformations",
      ["oracle/test_oracle_data.py::test_pipeline_matches_tf", "oracle/test_oracle_data.py::test_experimental_at_matches_tf"]),
+    ("data.Dataset.ignore_errors(log_warning)", "differs",
+     "per-element try/except around the last map/filter; an error further up ends the dataset",
+     ["test_data.py::test_ignore_errors_drops_failed_elements"]),
     ("data.Options / Dataset.with_options", "differs", "accepted, no effect", ["test_data.py::test_options_are_accepted"]),
 ]

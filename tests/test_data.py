@@ -449,3 +449,30 @@ def test_random_augmentation_in_map_draws_fresh_numbers_per_element_and_epoch():
         assert [float(v) for v in tf.data.Dataset.range(3).map(lambda x: tf.random.uniform([]))] == first
     finally:
         tf.random.set_seed(None)
+
+
+def test_ignore_errors_drops_failed_elements():
+    def inverse(x):
+        if int(x.numpy()) == 2:
+            raise ValueError("no inverse")
+        return 1.0 / tf.cast(x - 2, tf.float32)
+
+    ds = tf.data.Dataset.range(5).map(inverse)
+    with pytest.raises(ValueError, match="no inverse"):
+        list(ds)
+    assert [float(v) for v in ds.ignore_errors()] == [-0.5, -1.0, 1.0, 0.5]
+    assert int(ds.ignore_errors().cardinality()) == tf.data.UNKNOWN_CARDINALITY
+
+    def bad_predicate(x):
+        if int(x.numpy()) == 1:
+            raise ValueError("bad")
+        return x > 0
+
+    assert [int(v) for v in tf.data.Dataset.range(4).filter(bad_predicate).ignore_errors()] == [2, 3]
+
+    def gen():
+        yield 1
+        raise OSError("truncated file")
+
+    src = tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec([], tf.int32))
+    assert [int(v) for v in src.ignore_errors()] == [1]  # a raised generator cannot go on: the dataset ends

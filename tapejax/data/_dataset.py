@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
+import logging
 import math
 import os
 import queue
@@ -526,7 +527,9 @@ class Dataset:
                 return traced
             return _spec_from_first(parent, apply)
 
-        return Dataset(make, spec, parent._card, "_ParallelMapDataset" if workers > 1 else "_MapDataset")
+        out = Dataset(make, spec, parent._card, "_ParallelMapDataset" if workers > 1 else "_MapDataset")
+        out._per_element = (parent, lambda e: [apply(e)])
+        return out
 
     def filter(self, predicate: Callable, name: str | None = None) -> Dataset:
         """Keep the elements for which ``predicate`` returns a scalar ``tf.bool`` True.
@@ -547,7 +550,9 @@ class Dataset:
                 if _truth(fn(e)):
                     yield e
 
-        return Dataset(make, lambda: parent.element_spec, UNKNOWN, "_FilterDataset")
+        out = Dataset(make, lambda: parent.element_spec, UNKNOWN, "_FilterDataset")
+        out._per_element = (parent, lambda e: [e] if _truth(fn(e)) else [])
+        return out
 
     def batch(self, batch_size: Any, drop_remainder: bool = False, num_parallel_calls: Any = None,
               deterministic: Any = None, name: str | None = None) -> Dataset:
@@ -1094,6 +1099,47 @@ class Dataset:
 
         return Dataset(make, lambda: st.map_structure(DatasetSpec, parent.element_spec), card, "_WindowDataset")
 
+    def ignore_errors(self, log_warning: bool = False, name: str | None = None) -> Dataset:
+        """Drop the elements whose production raised an error. An error in the last ``map`` or
+        ``filter`` function skips that element and goes on; an error further up (a generator that
+        raised) ends the dataset, since a Python iterator that raised cannot go on.
+
+        Example:
+            >>> import tapejax as tf
+            >>> def inverse(x):
+            ...     if int(x.numpy()) == 2:
+            ...         raise ValueError("no inverse")
+            ...     return 1.0 / tf.cast(x - 2, tf.float32)
+            >>> [float(v) for v in tf.data.Dataset.range(4).map(inverse).ignore_errors()]
+            [-0.5, -1.0, 1.0]
+        """
+        per_element = getattr(self, "_per_element", None)
+        parent = self
+
+        def make() -> PyIterator:
+            if per_element is not None:
+                source, step = per_element
+                for e in source._elements():
+                    try:
+                        outs = step(e)
+                    except Exception as ex:  # noqa: BLE001  (TF's ignore_errors drops any error)
+                        _log_ignored(ex, log_warning)
+                        continue
+                    yield from outs
+                return
+            it = parent._elements()
+            while True:
+                try:
+                    e = next(it)
+                except StopIteration:
+                    return
+                except Exception as ex:  # noqa: BLE001
+                    _log_ignored(ex, log_warning)
+                    return
+                yield e
+
+        return Dataset(make, lambda: parent.element_spec, UNKNOWN, "_IgnoreErrorsDataset")
+
     def take_while(self, predicate: Callable, name: str | None = None) -> Dataset:
         """The elements up to (not including) the first for which ``predicate`` is False.
 
@@ -1384,6 +1430,12 @@ def _truth(value: Any) -> bool:
     if k.dtype != np.bool_ or k.shape != ():
         _check_predicate_spec(st.spec_of(k))
     return bool(k)
+
+
+def _log_ignored(ex: BaseException, log_warning: bool) -> None:
+    if log_warning:
+        logging.getLogger("tapejax").warning("tf.data ignore_errors dropped an element: %s: %s",
+                                             type(ex).__name__, ex)
 
 
 def _fully_defined(spec: Any) -> bool:
