@@ -149,17 +149,26 @@ def from_user(value: Any) -> Any:
 
 class isolated:
     """Context: the user's function runs as if in TF's dataset graph: no tape or accumulator
-    records it and no ``tapejax.function`` trace captures its variables."""
+    records it, no ``tapejax.function`` trace captures its variables, and inside such a trace
+    (a dataset iterated in a compiled step) it computes concrete values, not traced ones."""
 
-    __slots__ = ("saved",)
+    __slots__ = ("concrete", "saved")
 
     def __enter__(self) -> None:
         st = state
         self.saved = (st.recording, st.accumulators, st.order, st.tracing, st.bound)
+        # Only under a trace: the context costs a few microseconds per element.
+        self.concrete = jax.ensure_compile_time_eval() if st.tracing else None
         st.recording, st.accumulators, st.order, st.tracing, st.bound = [], [], [], [], None
+        if self.concrete is not None:
+            self.concrete.__enter__()
 
     def __exit__(self, *exc: object) -> None:
-        state.recording, state.accumulators, state.order, state.tracing, state.bound = self.saved
+        try:
+            if self.concrete is not None:
+                self.concrete.__exit__(*exc)
+        finally:
+            state.recording, state.accumulators, state.order, state.tracing, state.bound = self.saved
 
 
 def call(fn: Callable, element: Any) -> Any:
