@@ -119,3 +119,21 @@ ROWS = [
      ["test_function.py::test_methods_and_default_device",
       "test_function.py::test_data_parallel_step_on_8_host_devices_matches_one_device"]),
 ]
+
+# --- issue 17, module branch: tf.Module, name scopes, tf.nest, utilities, strings, composites, checkpoints ---
+_M = "oracle/test_oracle_module.py::"
+ROWS += [
+    ("Module(name)", "same", "TF's camel_to_snake default and identifier check (ValueError)",
+     [_M + "test_module_and_name_scope_match_tf"]),
+    ("Module.name_scope / with_name_scope / name_scope(name)", "same",
+     "a per-thread scope prefix (eager rules: nested, '/'-absolute, never uniquified) that names variables",
+     [_M + "test_module_and_name_scope_match_tf"]),
+    ("Module.variables / trainable_variables / non_trainable_variables / submodules", "same",
+     "walks vars() sorted by name, lists/tuples/dicts by tf.nest, submodules breadth first, each object once",
+     [_M + "test_module_and_name_scope_match_tf"]),
+    ("nest.flatten / map_structure / pack_sequence_as / assert_same_structure / is_nested", "same",
+     "pure Python: TF's sorted mapping keys, None a leaf, namedtuples by name and fields",
+     [_M + "test_nest_matches_tf"]),
+    ("gather(params, scalar_index)", "same", "jnp.take; scalar indices range-checked eagerly",
+     [_M + "test_utilities_match_tf"]),
+]

@@ -847,6 +847,11 @@ def _check_range(idx: Any, bound: int, opname: str) -> None:
     c = _concrete(idx)
     if c is None or c.size == 0:
         return
+    if c.ndim == 0:
+        # A scalar index (tf.gather(params, 1)): np.nonzero refuses 0-d arrays.
+        if not 0 <= int(c) < bound:
+            raise errors.InvalidArgumentError(f"indices = {int(c)} is not in [0, {bound}) [Op:{opname}]")
+        return
     bad = np.nonzero((c < 0) | (c >= bound))
     if bad[0].size:
         first = tuple(int(b[0]) for b in bad)

@@ -47,6 +47,14 @@ newaxis = None
 half = float16
 double = float64
 
+# ---- module branch (issue 17): tf.Module, name scopes, nest, utilities ----
+from .. import nest  # noqa: E402
+from ._module import Module  # noqa: E402
+from ._name_scope import name_scope  # noqa: E402
+
+_MODULE_BRANCH = ["nest", "Module", "name_scope"]
+# ---- end module branch ----
+
 _OPS = _populate(globals(), "")  # top-level ops from the table: tf.sin, tf.reduce_sum, ...
 
 __all__ = sorted(
@@ -61,5 +69,6 @@ __all__ = sorted(
         "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
         "newaxis", "half", "double",
         *_OPS,
+        *_MODULE_BRANCH,
     }
 )
