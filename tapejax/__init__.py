@@ -17,10 +17,16 @@ Example:
 from __future__ import annotations
 
 from . import _ops  # noqa: F401  (the op library: every family registers into the tables)
-from ._tf import _surface
+from ._tf import _surface, _unsupported
 from ._tf._surface import *  # noqa: F403  (explicit: every name in _surface.__all__, the tf.* surface)
 
 from . import keras  # noqa: E402  (last: tf.keras is written with the surface above)
 
 __all__ = [*_surface.__all__, "keras"]
+
+
+def __getattr__(name: str) -> object:
+    """A TF name tapejax lacks (``tf.saved_model``): AttributeError saying so, pointing to the porting guide."""
+    # A lazily imported submodule (``keras``, ``data``) gets its own branch here, before the error.
+    raise _unsupported.missing(name)
 __version__ = "0.1.0"

@@ -137,3 +137,33 @@ ROWS += [
     ("gather(params, scalar_index)", "same", "jnp.take; scalar indices range-checked eagerly",
      [_M + "test_utilities_match_tf"]),
 ]
+_X = "test_tf_api_extras.py::"
+ROWS += [
+    ("tapejax.NAME for a TF name tapejax lacks", "same", "module __getattr__: AttributeError naming the porting guide",
+     [_X + "test_missing_tf_name_raises_attribute_error_pointing_to_the_porting_guide"]),
+    ("get_static_value(tensor)", "differs", "the eager value; None for variables and for traced values",
+     [_M + "test_utilities_match_tf"]),
+    ("grad_pass_through(f)", "same", "custom_gradient with the identity gradient", [_M + "test_utilities_match_tf"]),
+    ("identity_n(input)", "same", "one identity op per tensor", [_M + "test_utilities_match_tf"]),
+    ("numpy_function(func, inp, Tout)", "same",
+     "eager: a host call, results unconnected (None gradient); compiled: jax.pure_callback",
+     [_M + "test_utilities_match_tf"]),
+    ("py_function(func, inp, Tout)", "differs",
+     "eager: func under its own tape, gradient through custom_gradient; compiled: jax.pure_callback with a custom_vjp "
+     "whose backward re-runs func under a tape on the host",
+     [_M + "test_utilities_match_tf", _X + "test_py_function_gradient_matches_jax_grad_eager_and_compiled",
+      _X + "test_py_function_second_order_eager"]),
+    ("ensure_shape / Tensor.set_shape", "same", "static shape checks", [_M + "test_utilities_match_tf"]),
+    ("TensorShape methods (unknown rank, merge_with, concatenate, assert_is_compatible_with, ...)", "same",
+     "a tuple subclass with an unknown-rank flag", [_M + "test_utilities_match_tf"]),
+    ("linalg.tensor_diag / tensor_diag_part", "same", "scatter/gather on the flattened diagonal",
+     [_M + "test_utilities_match_tf"]),
+    ("image.resize(method='bilinear'|'nearest')", "same", "jax.image.resize (half-pixel, antialias=False)",
+     [_M + "test_utilities_match_tf"]),
+    ("image.flip_left_right / flip_up_down / transpose / rot90 / central_crop / rgb_to_grayscale / adjust_brightness",
+     "same", "jnp.flip / swapaxes / rot90 / slicing", [_M + "test_utilities_match_tf"]),
+    ("device(name)", "same", "jax.default_device; a missing device falls back (soft placement)",
+     [_M + "test_utilities_match_tf", _X + "test_device_context_places_arrays"]),
+    ("config.list_physical_devices / list_logical_devices", "same", "jax.devices(kind)",
+     [_M + "test_utilities_match_tf"]),
+]

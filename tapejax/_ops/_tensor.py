@@ -21,53 +21,142 @@ __all__ = ["Tensor", "TensorShape", "constant", "convert_to_tensor", "is_tensor"
 class TensorShape(tuple):
     """A tensor's shape: a tuple of ints (None for unknown dims) with TF's helpers.
 
+    ``TensorShape(None)`` has unknown rank: it is compatible with every shape, its
+    ``rank`` is None and ``as_list()`` raises ValueError, as in TF.
+
     Example:
         >>> import tapejax as tf
         >>> s = tf.ones((2, 3)).shape
         >>> s == (2, 3), s.as_list(), s.rank
         (True, [2, 3], 2)
+        >>> tf.TensorShape([None, 3]).merge_with([2, None])
+        TensorShape([2, 3])
     """
+
+    _unknown_rank = False
 
     def __new__(cls, dims: Any = ()) -> TensorShape:
         if dims is None:
-            return super().__new__(cls, ())
+            s = super().__new__(cls, ())
+            s._unknown_rank = True
+            return s
+        if isinstance(dims, TensorShape) and dims._unknown_rank:
+            return dims
         if isinstance(dims, int):
             dims = (dims,)
         return super().__new__(cls, (None if d is None else int(d) for d in dims))
 
     @property
-    def rank(self) -> int:
-        return len(self)
+    def rank(self) -> int | None:
+        return None if self._unknown_rank else len(self)
+
+    ndims = rank
 
     @property
-    def ndims(self) -> int:
-        return len(self)
-
-    @property
-    def dims(self) -> list:
-        return list(self)
+    def dims(self) -> list | None:
+        return None if self._unknown_rank else list(self)
 
     def as_list(self) -> list:
+        if self._unknown_rank:
+            raise ValueError("as_list() is not defined on an unknown TensorShape.")
         return list(self)
 
     def num_elements(self) -> int | None:
-        return None if any(d is None for d in self) else int(np.prod(self, dtype=np.int64))
+        if self._unknown_rank or any(d is None for d in self):
+            return None
+        return int(np.prod(self, dtype=np.int64))
 
     def is_fully_defined(self) -> bool:
-        return all(d is not None for d in self)
+        return not self._unknown_rank and all(d is not None for d in self)
+
+    def assert_is_fully_defined(self) -> None:
+        if not self.is_fully_defined():
+            raise ValueError(f"Shape {self} is not fully defined")
 
     def is_compatible_with(self, other: Any) -> bool:
         other = TensorShape(other)
+        if self._unknown_rank or other._unknown_rank:
+            return True
         return len(self) == len(other) and all(a is None or b is None or a == b for a, b in zip(self, other))
 
+    def assert_is_compatible_with(self, other: Any) -> None:
+        """ValueError unless ``other`` is compatible (same rank, equal known dims)."""
+        if not self.is_compatible_with(other):
+            raise ValueError(f"Shapes {self} and {other} are incompatible")
+
+    def merge_with(self, other: Any) -> TensorShape:
+        """The most specific shape compatible with both (ValueError if they are incompatible)."""
+        other = TensorShape(other)
+        if self._unknown_rank:
+            return other
+        if other._unknown_rank:
+            return self
+        if not self.is_compatible_with(other):
+            raise ValueError(f"Shapes {self} and {other} are not compatible")
+        return TensorShape([a if a is not None else b for a, b in zip(self, other)])
+
+    def most_specific_compatible_shape(self, other: Any) -> TensorShape:
+        other = TensorShape(other)
+        if self._unknown_rank or other._unknown_rank or len(self) != len(other):
+            return TensorShape(None)
+        return TensorShape([a if a == b else None for a, b in zip(self, other)])
+
+    def concatenate(self, other: Any) -> TensorShape:
+        other = TensorShape(other)
+        if self._unknown_rank or other._unknown_rank:
+            return TensorShape(None)
+        return TensorShape(tuple(self) + tuple(other))
+
+    def __add__(self, other: Any) -> TensorShape:  # type: ignore[override]
+        return self.concatenate(other)
+
+    def assert_has_rank(self, rank: int) -> None:
+        if self.rank not in (None, rank):
+            raise ValueError(f"Shape {self} must have rank {rank}")
+
+    def with_rank(self, rank: int) -> TensorShape:
+        try:
+            return self.merge_with(TensorShape([None] * rank))
+        except ValueError:
+            raise ValueError(f"Shape {self} must have rank {rank}") from None
+
+    def assert_same_rank(self, other: Any) -> None:
+        other = TensorShape(other)
+        if self.rank is not None and other.rank is not None and self.rank != other.rank:
+            raise ValueError(f"Shapes {self} and {other} must have the same rank")
+
+    def __len__(self) -> int:
+        if self._unknown_rank:
+            raise ValueError("Cannot take the length of shape with unknown rank.")
+        return tuple.__len__(self)
+
     def __getitem__(self, k: Any) -> Any:
+        if self._unknown_rank:
+            return TensorShape(None) if isinstance(k, slice) else None
         r = tuple.__getitem__(self, k)
         return TensorShape(r) if isinstance(k, slice) else r
 
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TensorShape) and (self._unknown_rank or other._unknown_rank):
+            return self._unknown_rank and other._unknown_rank
+        if self._unknown_rank:
+            return other is None
+        if isinstance(other, list):
+            other = tuple(other)
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(None) if self._unknown_rank else tuple.__hash__(self)
+
     def __repr__(self) -> str:
-        return f"TensorShape({list(self)})"
+        return "TensorShape(None)" if self._unknown_rank else f"TensorShape({list(self)})"
 
     def __str__(self) -> str:
+        if self._unknown_rank:
+            return "<unknown>"
         return "(" + ", ".join("None" if d is None else str(d) for d in self) + ("," if len(self) == 1 else "") + ")"
 
 
@@ -188,6 +277,14 @@ Tensor.__index__ = _t_index  # type: ignore[attr-defined]
 Tensor.__array__ = _t_array  # type: ignore[attr-defined]
 Tensor.__array_priority__ = 100  # type: ignore[attr-defined]
 Tensor.__jax_array__ = lambda self: self._value  # type: ignore[attr-defined]
+def _t_set_shape(self: Tensor, shape: Any) -> None:
+    """TF's ``Tensor.set_shape``: an eager tensor's shape is known, so only check it."""
+    want = TensorShape(shape)
+    if not want.is_compatible_with(self._value.shape):
+        raise ValueError(f"Tensor's shape {TensorShape(self._value.shape)} is not compatible with supplied shape {want}.")
+
+
+Tensor.set_shape = _t_set_shape  # type: ignore[attr-defined]
 Tensor.ref = lambda self: Reference(self)  # type: ignore[attr-defined]
 Tensor.experimental_ref = Tensor.ref  # type: ignore[attr-defined]
 

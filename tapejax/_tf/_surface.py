@@ -48,11 +48,13 @@ half = float16
 double = float64
 
 # ---- module branch (issue 17): tf.Module, name scopes, nest, utilities ----
-from .. import nest  # noqa: E402
+from .. import image, nest  # noqa: E402
 from ._module import Module  # noqa: E402
 from ._name_scope import name_scope  # noqa: E402
+from ._utils import device, get_static_value, grad_pass_through, identity_n, numpy_function, py_function  # noqa: E402
 
-_MODULE_BRANCH = ["nest", "Module", "name_scope"]
+_MODULE_BRANCH = ["image", "nest", "Module", "name_scope", "device", "get_static_value", "grad_pass_through", "identity_n",
+                  "numpy_function", "py_function"]
 # ---- end module branch ----
 
 _OPS = _populate(globals(), "")  # top-level ops from the table: tf.sin, tf.reduce_sum, ...

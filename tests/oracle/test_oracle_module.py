@@ -274,6 +274,142 @@ def c_gather_scalar_index(tf):
             raises(lambda: tf.gather(x, 5))]
 
 
+
+@case
+def c_get_static_value_and_identity_n(tf):
+    x = tf.constant(3.0)
+    with tf.GradientTape(persistent=True) as g:
+        g.watch(x)
+        a, b = tf.identity_n([x * 2, x])
+    return [tf.get_static_value(tf.constant([1, 2])), tf.get_static_value(tf.Variable(1.0)), tf.get_static_value(3),
+            tf.get_static_value([1, 2]), tf.get_static_value(np.array(2.0)), a, b, g.gradient(a, x), g.gradient(b, x),
+            type(tf.identity_n([x, x])).__name__]
+
+
+@case
+def c_grad_pass_through(tf):
+    x = tf.constant(2.4)
+    with tf.GradientTape() as g:
+        g.watch(x)
+        y = tf.grad_pass_through(lambda z: tf.round(z) * 3.0)(x)
+    v = tf.Variable(2.0)
+    with tf.GradientTape() as g2:
+        g2.watch(x)
+        y2 = tf.grad_pass_through(v.assign)(tf.constant(5.0) * x)
+    return [y, g.gradient(y, x), y2, g2.gradient(y2, x)]
+
+
+@case
+def c_numpy_function_and_py_function_eager(tf):
+    x = tf.constant([1.0, 2.0])
+    v = tf.Variable(2.0)
+    with tf.GradientTape(persistent=True) as g:
+        g.watch(x)
+        y = tf.numpy_function(lambda a: (a * 3).astype(np.float32), [x], tf.float32)
+        z = tf.py_function(lambda a: a * a * 3, [x], tf.float32)
+        w = tf.py_function(lambda a: [a * 2, a], [x], [tf.float32, tf.float32])
+        c = tf.py_function(lambda a: a * v, [x], tf.float32)
+    return [y, g.gradient(y, x), z, g.gradient(z, x), w, type(w).__name__, g.gradient(w, x), c, g.gradient(c, v),
+            tf.numpy_function(lambda a: 3, [x], tf.float32), tf.numpy_function(lambda a: None, [x], []),
+            tf.py_function(lambda a: None, [x], []), tf.numpy_function(lambda a: [a], [x], [tf.float32]),
+            raises(lambda: tf.py_function(lambda a: None, [x], None)),
+            raises(lambda: tf.py_function(lambda a: a * 3, [x], tf.int32)),
+            raises(lambda: tf.numpy_function(lambda a: 1 / 0, [x], tf.float32)),
+            raises(lambda: tf.py_function(lambda a: 1 / 0, [x], tf.float32))]
+
+
+@case
+def c_numpy_function_and_py_function_in_function(tf):
+    calls = []
+
+    def host(a):
+        calls.append(1)
+        return (a * 3).astype(np.float32)
+
+    @tf.function
+    def f(x):
+        y = tf.numpy_function(host, [x], tf.float32)
+        with tf.GradientTape() as g:
+            g.watch(x)
+            z = tf.py_function(lambda a: a * a * 3, [x], tf.float32)
+        return y, z, g.gradient(z, x)
+
+    x = tf.constant([1.0, 2.0])
+    first = f(x)
+    n = len(calls)
+    second = f(x + 1)
+    return [first, second, len(calls) - n]
+
+
+@case
+def c_ensure_shape_and_set_shape(tf):
+    t = tf.ones([2, 3])
+    return [tf.ensure_shape(t, [2, None]), raises(lambda: tf.ensure_shape(t, [3, None])),
+            t.set_shape([2, 3]), t.set_shape([None, 3]), raises(lambda: t.set_shape([3, 3])),
+            raises(lambda: t.set_shape([2]))]
+
+
+@case
+def c_tensor_shape_methods(tf):
+    S = tf.TensorShape
+    return [S([None, 3]).merge_with([2, None]).as_list(), raises(lambda: S([None, 3]).merge_with([2, 4])),
+            S(None).merge_with([2, 4]).as_list(), S([1]).concatenate([2, None]).as_list(), S(None).concatenate([2]).rank,
+            S([None, 3]).num_elements(), S(None).num_elements(), S(None).rank, raises(lambda: S(None).as_list()),
+            S(None).is_compatible_with([1, 2]), S([1, 2]).is_compatible_with([1, None]), S([1, 2]).is_compatible_with([1]),
+            raises(lambda: S([1, 2]).assert_is_compatible_with([1, 3])), S([1, 2]).assert_is_compatible_with([1, None]),
+            raises(lambda: S([1, 2]).assert_has_rank(3)), raises(lambda: S([1, 2]).assert_same_rank([3])),
+            S([1, None]).is_fully_defined(), raises(lambda: S([1, None]).assert_is_fully_defined()),
+            S([1, None]).with_rank(2).as_list(), raises(lambda: S([1, None]).with_rank(3)), repr(S(None)), str(S(None)),
+            repr(S([1, None])), str(S([1, None])), S(None) == S(None), S([1, 2]) == [1, 2], S(None).dims, S([1, 2])[0],
+            S([1, 2])[1:].as_list(), S(None)[0], S([1, 2]).most_specific_compatible_shape([1, 3]).as_list(),
+            raises(lambda: len(S(None))), S(3).as_list(), S([]).rank, (S([1, 2]) + S([3])).as_list()]
+
+
+@case
+def c_tensor_diag(tf):
+    d = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    with tf.GradientTape() as g:
+        g.watch(d)
+        t = tf.linalg.tensor_diag(d)
+        y = tf.reduce_sum(t * tf.reshape(tf.range(16, dtype=tf.float32), [2, 2, 2, 2]))
+    return [t, g.gradient(y, d), tf.linalg.tensor_diag_part(t), tf.linalg.tensor_diag([1, 2, 3]),
+            tf.linalg.diag(tf.constant([1.0, 2.0])), tf.linalg.diag_part(tf.constant([[1.0, 2.0], [3.0, 4.0]])),
+            raises(lambda: tf.linalg.tensor_diag_part(tf.ones([2, 3])))]
+
+
+@case
+def c_image_resize_and_flips(tf):
+    rng = np.random.RandomState(0)
+    img = rng.rand(2, 5, 7, 3).astype(np.float32)
+    w = rng.rand(2, 3, 9, 3).astype(np.float32)
+    out = [tf.image.resize(img, size, method=m) for size in [(10, 14), (3, 4), (5, 7), (8, 3), (1, 1)]
+           for m in ["bilinear", "nearest"]]
+    x = tf.constant(img)
+    with tf.GradientTape(persistent=True) as g:
+        g.watch(x)
+        y = tf.reduce_sum(tf.image.resize(x, (3, 9)) * w)
+        n = tf.reduce_sum(tf.image.resize(x, (3, 9), method="nearest") * w)
+        z = (tf.reduce_sum(tf.image.flip_left_right(x) * tf.range(7, dtype=tf.float32)[:, None])
+             + tf.reduce_sum(tf.image.rot90(x, 3)[0, 0]) + tf.reduce_sum(tf.image.central_crop(x, 0.5) * 2.0)
+             + tf.reduce_sum(tf.image.flip_up_down(x)[:, 0]) + tf.reduce_sum(tf.image.transpose(x)[:, 1]))
+    return out + [g.gradient(y, x), g.gradient(n, x), g.gradient(z, x),
+                  tf.image.resize(np.arange(12, dtype=np.int32).reshape(3, 4, 1), (6, 5), method="nearest"),
+                  tf.image.resize(np.arange(12, dtype=np.int32).reshape(3, 4, 1), (6, 5)),
+                  tf.image.resize(img, (4, 4), preserve_aspect_ratio=True),
+                  tf.image.rgb_to_grayscale(img), tf.image.adjust_brightness(img, 0.1),
+                  tf.image.central_crop(img[0], 0.33), raises(lambda: tf.image.resize(img[0, 0], (2, 2)))]
+
+
+@case
+def c_devices(tf):
+    with tf.device("/CPU:0"):
+        x = tf.ones(2) * 2
+    with tf.device("/GPU:0"):  # absent: soft placement, as TF
+        y = tf.ones(2) * 3
+    return [x, y, "CPU" in x.device.upper(), [d.device_type for d in tf.config.list_physical_devices("CPU")][:1],
+            tf.config.list_physical_devices("CPU")[0].name, tf.config.list_logical_devices("CPU")[0].name,
+            type(tf.config.list_physical_devices("CPU")[0]).__name__, tf.config.list_physical_devices("GPU")]
+
 @pytest.mark.parametrize("snippet", CASES["utils"])
 def test_utilities_match_tf(snippet, real_tf):
     check(snippet, real_tf)
