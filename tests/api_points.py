@@ -167,3 +167,15 @@ ROWS += [
     ("config.list_physical_devices / list_logical_devices", "same", "jax.devices(kind)",
      [_M + "test_utilities_match_tf"]),
 ]
+ROWS += [
+    ("string dtype: constant / convert_to_tensor / repr / numpy of strings", "same",
+     "a NumPy object array of bytes on the host (JAX has no strings)", [_M + "test_strings_match_tf"]),
+    ("structural ops on strings (reshape, gather, concat, stack, where, [], tile, ...)", "same",
+     "the op runs on int32 element indices; the result picks the strings", [_M + "test_strings_match_tf"]),
+    ("string ==, !=, +, tf.equal, cast of strings", "same", "NumPy elementwise on bytes", [_M + "test_strings_match_tf"]),
+    ("strings.join / format / as_string / to_number / length / lower / upper / strip / reduce_join / substr / "
+     "regex_replace", "same", "Python bytes operations", [_M + "test_strings_match_tf"]),
+    ("strings.split", "differs", "scalar input only (a batch needs RaggedTensor)", [_M + "test_strings_match_tf"]),
+    ("GradientTape with string targets / sources", "same", "skipped with TF's log message; None gradients",
+     [_M + "test_strings_match_tf"]),
+]

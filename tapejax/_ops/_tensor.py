@@ -262,7 +262,10 @@ Tensor.shape = property(lambda self: TensorShape(self._value.shape), doc="The st
 Tensor.get_shape = lambda self: TensorShape(self._value.shape)  # type: ignore[attr-defined]
 Tensor.dtype = property(lambda self: from_np(self._value.dtype), doc="The element type, a tapejax DType.")  # type: ignore[attr-defined]
 Tensor.ndim = property(lambda self: self._value.ndim)  # type: ignore[attr-defined]
-Tensor.device = property(lambda self: str(next(iter(self._value.devices()))))  # type: ignore[attr-defined]
+Tensor.device = property(  # type: ignore[attr-defined]
+    lambda self: "/job:localhost/replica:0/task:0/device:CPU:0" if is_string_value(self._value)
+    else str(next(iter(self._value.devices())))
+)
 Tensor.__repr__ = _t_repr  # type: ignore[method-assign]
 Tensor.__str__ = _t_str  # type: ignore[method-assign]
 Tensor.__format__ = _t_format  # type: ignore[method-assign]
@@ -306,6 +309,8 @@ jax.tree_util.register_pytree_node(Tensor, _flatten_tensor, _unflatten_tensor)
 def _infer_dtype(value: Any) -> np.dtype:
     """TF's inference for Python values: bool -> bool, int -> int32, float -> float32, complex -> complex128."""
     a = np.asarray(value)
+    if a.dtype.kind in "SU":
+        return np.dtype(object)
     if isinstance(value, np.ndarray | np.generic):
         return a.dtype
     k = a.dtype.kind
@@ -319,7 +324,32 @@ def _infer_dtype(value: Any) -> np.dtype:
         return np.dtype(np.float32)
     if k == "c":
         return np.dtype(np.complex128)
+    if k in "SU" or (k == "O" and _all_text(a)):
+        return np.dtype(object)
     raise TypeError(f"Cannot convert {value!r} to a tensor: unsupported element type {a.dtype}.")
+
+
+def _all_text(a: np.ndarray) -> bool:
+    return all(isinstance(x, str | bytes | np.str_ | np.bytes_) for x in a.reshape(-1))
+
+
+def to_bytes_array(value: Any) -> np.ndarray:
+    """A string tensor's storage: a NumPy object array of ``bytes`` (str is UTF-8 encoded, as in TF)."""
+    a = np.asarray(value, dtype=object)
+    flat = a.reshape(-1)
+    out = np.empty(flat.shape, dtype=object)
+    for i, x in enumerate(flat):
+        if isinstance(x, str | np.str_):
+            out[i] = str(x).encode("utf-8")
+        elif isinstance(x, bytes | np.bytes_):
+            out[i] = bytes(x)
+        else:
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype string")
+    return out.reshape(a.shape)
+
+
+def is_string_value(v: Any) -> bool:
+    return isinstance(v, np.ndarray) and v.dtype == object
 
 
 def _check_cast(value: Any, src: np.dtype, dst: np.dtype) -> None:
@@ -334,6 +364,14 @@ def _check_cast(value: Any, src: np.dtype, dst: np.dtype) -> None:
 
 
 def _to_array(value: Any, dtype: DType | None) -> jax.Array:
+    if dtype is not None and dtype._np == np.dtype(object):
+        if isinstance(value, jax.Array):
+            raise ValueError(f"Tensor conversion requested dtype string for Tensor with dtype {from_np(value.dtype).name}")
+        return to_bytes_array(value)  # type: ignore[return-value]
+    if is_string_value(value):
+        if dtype is not None:
+            raise ValueError(f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype string")
+        return value  # type: ignore[return-value]
     if isinstance(value, jax.Array):
         src = value.dtype
     else:
@@ -342,6 +380,10 @@ def _to_array(value: Any, dtype: DType | None) -> jax.Array:
             src = value.dtype
         else:
             src = _infer_dtype(value)
+    if src == np.dtype(object):
+        if dtype is not None:
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")
+        return to_bytes_array(value)  # type: ignore[return-value]
     if dtype is None:
         src = _narrow_ints(value, src)
         check_width(src, "Converting a value of dtype")
@@ -453,6 +495,8 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
     """
     if isinstance(value, Tensor | VariableBase):
         arr = value._value
+        if dtype is not None and as_dtype(dtype)._np != arr.dtype and (is_string_value(arr) or as_dtype(dtype)._np == object):
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {as_dtype(dtype).name}")
         if dtype is not None and as_dtype(dtype)._np != arr.dtype:
             check_width(as_dtype(dtype)._np, "Requested dtype")
             arr = arr.astype(as_dtype(dtype)._np)
@@ -460,7 +504,9 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
         arr = _to_array(value, as_dtype(dtype) if dtype is not None else None)
     if shape is not None:
         shape = tuple(shape)
-        if arr.size == 1:
+        if is_string_value(arr):
+            arr = np.broadcast_to(arr.reshape(()), shape).copy() if arr.size == 1 else arr.reshape(shape)
+        elif arr.size == 1:
             arr = jnp.broadcast_to(arr.reshape(()), shape)
         elif int(np.prod(shape)) == arr.size:
             arr = arr.reshape(shape)

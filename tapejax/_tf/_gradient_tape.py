@@ -270,8 +270,8 @@ class GradientTape:
         for s, c, d in zip(flat_sources, sl.connected, diff_sources):
             if c:
                 out.append(next(it))
-            elif not d and any(_same(s, t) for t in flat_targets):
-                # TF: a non-float source that is itself a target still gets ones.
+            elif not d and s._value.dtype != object and any(_same(s, t) for t in flat_targets):
+                # TF: a non-float source that is itself a target still gets ones (never a string: None).
                 out.append(Tensor(jnp.ones(s._value.shape, s._value.dtype)))
             elif ug is UnconnectedGradients.ZERO:
                 # TF fills with zeros_like(source): an op, so a tape outside that watches the

@@ -413,3 +413,62 @@ def c_devices(tf):
 @pytest.mark.parametrize("snippet", CASES["utils"])
 def test_utilities_match_tf(snippet, real_tf):
     check(snippet, real_tf)
+
+
+_group[0] = "strings"
+# ---- string tensors ------------------------------------------------------------------------------
+
+
+@case
+def c_string_tensors_repr_and_structure(tf):
+    s = tf.constant("abc")
+    v = tf.constant(["a", "bc"])
+    u = tf.constant([["é", "b"]])
+    return [repr(s), str(s), repr(v), str(v), repr(u), s.numpy(), type(s.numpy()).__name__, v.numpy(), s.dtype.name,
+            repr(s.dtype), tf.string.is_floating, v.shape.as_list(), tf.constant(np.array(["a", "b"])),
+            tf.constant(b"\xff"), tf.constant("a", dtype=tf.string), raises(lambda: tf.constant(1, dtype=tf.string)),
+            raises(lambda: tf.constant(["a", 1])), tf.convert_to_tensor("x").dtype.name, tf.as_dtype("string").name,
+            tf.shape(v), tf.size(v), tf.reshape(v, [2, 1]), v[1], tf.concat([v, v], 0), tf.stack([s, s]),
+            tf.gather(v, [1, 0]), tf.identity(v), tf.where([True, False], v, tf.constant(["x", "y"])), len(v), list(v),
+            tf.zeros_like(v), tf.fill([2], "a"), tf.transpose(u), tf.tile(v, [2]), tf.expand_dims(s, 0)]
+
+
+@case
+def c_string_ops(tf):
+    s = tf.constant("abc")
+    v = tf.constant(["a", "bc"])
+    return [s == "abc", v == "a", tf.equal(v, ["a", "x"]), v != "a", raises(lambda: s == 1), s + s, v + "!",
+            tf.strings.join(["a", v], separator="-"), tf.strings.join([v, v]),
+            tf.strings.format("x={} y={}", [tf.constant(1.5), v]), tf.strings.format("x={}", tf.constant([1, 2, 3])),
+            tf.strings.as_string(tf.constant([1.5, 2.0])), tf.strings.as_string(tf.constant([1, 2])),
+            tf.strings.as_string(tf.constant([True])), tf.strings.as_string(tf.constant([1.5]), precision=2),
+            tf.as_string(tf.constant(7)),
+            tf.strings.to_number(tf.constant(["1.5", "2"])), tf.strings.to_number(tf.constant(["1", "2"]), out_type=tf.int32),
+            raises(lambda: tf.strings.to_number(tf.constant(["x"]))),
+            tf.strings.length(tf.constant(["abc", "é"])), tf.strings.length(tf.constant(["abc", "é"]), unit="UTF8_CHAR"),
+            tf.strings.split(tf.constant("a b  c")), tf.strings.split(tf.constant("a,b,,c"), sep=","),
+            tf.strings.lower(tf.constant(["AbÉ"])), tf.strings.upper(tf.constant(["abé"])),
+            tf.strings.strip(tf.constant([" a "])), tf.strings.reduce_join(v), tf.strings.reduce_join(v, separator=","),
+            tf.strings.reduce_join(tf.constant([["a", "b"], ["c", "d"]]), axis=1),
+            tf.strings.substr(tf.constant("hello"), 1, 3), tf.strings.regex_replace(tf.constant("hello"), "l+", "L"),
+            raises(lambda: tf.cast(s, tf.float32)), raises(lambda: tf.strings.as_string(s))]
+
+
+@case
+def c_tape_ignores_strings(tf):
+    # TF's backprop unit tests: a string target or source gives None (the tape logs and skips it).
+    s = tf.constant("abc")
+    x = tf.constant(1.0)
+    with tf.GradientTape(persistent=True) as g:
+        g.watch(x)
+        g.watch(s)
+        t = tf.strings.as_string(x)
+        y = x * 2
+    return [g.gradient(t, x), g.gradient(y, s), g.gradient(s, s), g.gradient(t, [x, s]), g.gradient([t, y], x),
+            g.gradient(y, s, unconnected_gradients="zero"), len(g.watched_variables()),
+            tf.Variable("abc"), tf.Variable("abc").assign("d").numpy()]
+
+
+@pytest.mark.parametrize("snippet", CASES["strings"])
+def test_strings_match_tf(snippet, real_tf):
+    check(snippet, real_tf)
