@@ -179,3 +179,15 @@ ROWS += [
     ("GradientTape with string targets / sources", "same", "skipped with TF's log message; None gradients",
      [_M + "test_strings_match_tf"]),
 ]
+ROWS += [
+    ("sparse.SparseTensor(indices, values, dense_shape) / IndexedSlices(values, indices, dense_shape)", "differs",
+     "containers of component tensors, JAX pytrees; index components int32 without x64",
+     [_M + "test_composites_match_tf"]),
+    ("sparse.to_dense / from_dense / reorder / reduce_sum / sparse_dense_matmul / add / transpose / map_values / "
+     "expand_dims / reshape", "same", "scatter/gather ops on the tape (differentiable in values); eager index checks",
+     [_M + "test_composites_match_tf"]),
+    ("convert_to_tensor(IndexedSlices) / convert_to_tensor(SparseTensor)", "same",
+     "unsorted_segment_sum into the dense shape / TF's ValueError", [_M + "test_composites_match_tf"]),
+    ("GradientTape.watch(composite), nest(expand_composites=True)", "same", "the component tensors",
+     [_M + "test_composites_match_tf"]),
+]

@@ -181,6 +181,11 @@ class Reference:
         return f"<Reference wrapping {self._obj!r}>"
 
 
+def _concrete_or_none(v: Any) -> Any:
+    """A NumPy copy of a concrete array, None for a traced one."""
+    return None if isinstance(v, jax.core.Tracer) else np.asarray(v)
+
+
 def _numpy_text(value: Any, is_repr: bool) -> str:
     if isinstance(value, jax.core.Tracer):
         return "<traced>"  # inside a tapejax.function trace there is no value yet
@@ -470,6 +475,12 @@ def convert_to_tensor(value: Any, dtype: Any = None, dtype_hint: Any = None, nam
                 f"{t.dtype.name}. Use tf.cast to change a tensor's dtype."
             )
         return t
+    conv = _COMPOSITES.get(type(value), False)
+    if conv is not False:
+        if conv is None:
+            raise ValueError(f"Attempt to convert a value ({value!r}) with an unsupported type ({type(value)}) to a "
+                             "Tensor. Use tf.sparse.to_dense to make a dense tensor of it.")
+        return convert_to_tensor(conv(value), dtype=dtype, name=name)
     if value is None:
         raise ValueError("Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) to a Tensor.")
     d = as_dtype(dtype) if dtype is not None else None
@@ -516,7 +527,16 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
     return Tensor(arr)
 
 
+# Composite tensors (SparseTensor, IndexedSlices; defined in the tf layer) register here:
+# class -> its dense conversion (None: TF refuses to convert it, as for SparseTensor).
+_COMPOSITES: dict[type, Any] = {}
+
+
+def register_composite(cls: type, to_dense: Any) -> None:
+    _COMPOSITES[cls] = to_dense
+
+
 def is_tensor(x: Any) -> bool:
-    """True for tapejax Tensors and Variables (``tf.is_tensor``)."""
-    return isinstance(x, Tensor | VariableBase)
+    """True for tapejax Tensors, Variables and composite tensors (``tf.is_tensor``)."""
+    return isinstance(x, Tensor | VariableBase) or type(x) in _COMPOSITES
 

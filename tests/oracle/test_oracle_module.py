@@ -472,3 +472,87 @@ def c_tape_ignores_strings(tf):
 @pytest.mark.parametrize("snippet", CASES["strings"])
 def test_strings_match_tf(snippet, real_tf):
     check(snippet, real_tf)
+
+
+_group[0] = "composites"
+# ---- SparseTensor and IndexedSlices ----------------------------------------------------------------
+# Index components compare by value: TF stores them as int64, tapejax as int32 unless x64 is on
+# (compat_docs/differences.md).
+
+
+def _ints(t):
+    return np.asarray(t.numpy()).tolist()
+
+
+def _sp(st):
+    return [_ints(st.indices), st.values, _ints(st.dense_shape), st.shape.as_list(), st.dtype.name]
+
+
+@case
+def c_sparse_tensor_build_and_convert(tf):
+    st = tf.sparse.SparseTensor(indices=[[0, 0], [1, 2]], values=[1.0, 2.0], dense_shape=[3, 4])
+    unordered = tf.sparse.SparseTensor([[1], [0]], [1.0, 2.0], [2])
+    return [_sp(st), tf.sparse.to_dense(st), tf.sparse.to_dense(st, default_value=-1.0),
+            _sp(tf.sparse.from_dense(tf.constant([[0.0, 1.0], [2.0, 0.0]]))), _sp(tf.SparseTensor([[0]], [1], [2])),
+            raises(lambda: tf.sparse.SparseTensor([[0, 0]], [1.0], [2])), raises(lambda: tf.sparse.to_dense(unordered)),
+            _sp(tf.sparse.reorder(unordered)), raises(lambda: tf.convert_to_tensor(st)),
+            tf.sparse.reduce_sum(st), tf.sparse.reduce_sum(st, axis=1),
+            tf.sparse.sparse_dense_matmul(st, tf.ones([4, 2])), _sp(tf.sparse.add(st, st)),
+            tf.sparse.add(st, tf.ones([3, 4])), tf.sparse.to_dense(tf.sparse.transpose(st)), isinstance(st, tf.SparseTensor),
+            tf.is_tensor(st), _sp(st * 2), tf.sparse.to_dense(tf.sparse.map_values(tf.square, st)), st.get_shape().as_list(),
+            tf.sparse.to_dense(tf.sparse.expand_dims(st, 0)).shape.as_list(), tf.sparse.to_dense(tf.sparse.reshape(st, [12])),
+            tf.sparse.to_dense(tf.sparse.reshape(st, [-1, 2])),
+            raises(lambda: tf.sparse.to_dense(tf.sparse.SparseTensor([[0, 0], [0, 0]], [1.0, 2.0], [2, 2]))),
+            raises(lambda: tf.sparse.to_dense(tf.sparse.SparseTensor([[5]], [1.0], [2])))]
+
+
+@case
+def c_sparse_gradients_flow_to_values(tf):
+    values = tf.constant([1.0, 2.0])
+    w = tf.reshape(tf.range(12, dtype=tf.float32), [3, 4])
+    with tf.GradientTape(persistent=True) as g:
+        g.watch(values)
+        st = tf.sparse.SparseTensor([[0, 0], [1, 2]], values, [3, 4])
+        y = tf.reduce_sum(tf.sparse.to_dense(st) * w)
+        z = tf.reduce_sum(tf.sparse.sparse_dense_matmul(st, tf.ones([4, 2])))
+        d = tf.constant([[0.0, 3.0], [4.0, 0.0]])
+        g.watch(d)
+        f = tf.reduce_sum(tf.sparse.from_dense(d).values ** 2)
+    return [g.gradient(y, values), g.gradient(z, values), g.gradient(f, d)]
+
+
+@case
+def c_indexed_slices(tf):
+    i = tf.IndexedSlices(values=tf.constant([[1.0, 2.0], [3.0, 4.0]]), indices=tf.constant([0, 2]),
+                         dense_shape=tf.constant([3, 2]))
+    dup = tf.IndexedSlices(tf.constant([[1.0, 2.0], [3.0, 4.0]]), tf.constant([0, 0]), tf.constant([3, 2]))
+    return [str(i)[:14], tf.convert_to_tensor(i), tf.convert_to_tensor(dup), i.values, _ints(i.indices),
+            _ints(i.dense_shape), i.dtype.name, i.shape.as_list(),
+            raises(lambda: tf.convert_to_tensor(tf.IndexedSlices(tf.constant([[1.0, 2.0]]), tf.constant([1])))),
+            raises(lambda: i * 2), tf.multiply(i, 2), tf.is_tensor(i), tf.add_n([i, tf.ones([3, 2])])]
+
+
+@case
+def c_composites_with_tape_and_nest(tf):
+    st = tf.sparse.SparseTensor([[0, 0], [1, 2]], [1.0, 2.0], [3, 4])
+    i = tf.IndexedSlices(tf.constant([[1.0, 2.0]]), tf.constant([1]), tf.constant([3, 2]))
+    x = tf.constant([1.0])
+    out = []
+    for target in (st, i, [x, st]):
+        with tf.GradientTape() as g:
+            out.append(g.watch(target))  # TF watches the components (logging the integer ones)
+    with tf.GradientTape() as g:
+        g.watch(st.values)
+        y = tf.reduce_sum(tf.sparse.to_dense(st))
+    out.append(g.gradient(y, st.values))
+    out.append([np.asarray(c).tolist() for c in tf.nest.flatten(st, expand_composites=True)])
+    out.append(len(tf.nest.flatten(i, expand_composites=True)))
+    out.append(tf.nest.flatten(st) [0] is st)
+    out.append(raises(lambda: tf.nest.map_structure(lambda t: t * 2, st, expand_composites=True)))
+    out.append(_sp(tf.nest.map_structure(lambda t: t, st, expand_composites=True)))
+    return out
+
+
+@pytest.mark.parametrize("snippet", CASES["composites"])
+def test_composites_match_tf(snippet, real_tf):
+    check(snippet, real_tf)
