@@ -191,3 +191,20 @@ ROWS += [
     ("GradientTape.watch(composite), nest(expand_composites=True)", "same", "the component tensors",
      [_M + "test_composites_match_tf"]),
 ]
+ROWS += [
+    ("train.Checkpoint(**objects).save / write / restore / read, save_counter", "same",
+     "TF's object graph (shortest path, attributes in set order) into one Orbax directory per save",
+     [_M + "test_checkpoints_match_tf", _X + "test_checkpoint_saves_string_and_int_variables_and_keras_models"]),
+    ("Checkpoint restore before build (deferred restoration)", "differs",
+     "tf.Module attributes restore when set; other objects on restore_deferred(obj) after their build",
+     [_M + "test_checkpoints_match_tf",
+      _X + "test_checkpoint_optimizer_restored_before_build_waits_for_restore_deferred"]),
+    ("Checkpoint restore of optimizer slots", "same", "the optimizer's state variables by path (built first)",
+     [_M + "test_checkpoints_match_tf"]),
+    ("CheckpointLoadStatus.assert_consumed / assert_existing_objects_matched / expect_partial", "same",
+     "pending and unmatched keys", [_M + "test_checkpoints_match_tf"]),
+    ("train.CheckpointManager(max_to_keep, checkpoint_name, step_counter, checkpoint_interval)", "same",
+     "TF's numbering, sweep and 'checkpoint' state file", [_M + "test_checkpoints_match_tf"]),
+    ("train.latest_checkpoint / list_variables / load_variable", "same", "the state file / the saved keys",
+     [_M + "test_checkpoints_match_tf", _X + "test_checkpoint_saves_string_and_int_variables_and_keras_models"]),
+]

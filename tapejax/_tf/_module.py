@@ -12,6 +12,9 @@ from ._nest import flatten_with_tuple_paths
 
 __all__ = ["Module"]
 
+# Called as hook(module, name, value) after an attribute is set (deferred checkpoint restoration).
+_SETATTR_HOOKS: list = []
+
 _CAMEL_TO_SNAKE = re.compile(r"((?<=[a-z0-9])[A-Z]|(?!^)[A-Z](?=[a-z]))")
 _VALID_IDENTIFIER = re.compile(r"^[a-zA-Z_]([a-zA-Z0-9_])*$")
 
@@ -54,6 +57,11 @@ class Module:
         # TF enters the scope once to resolve the full name (inside a parent's scope: parent/name/).
         with name_scope(name) as scope_name:
             self._name_scope = name_scope(scope_name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        for hook in _SETATTR_HOOKS:
+            hook(self, name, value)
 
     @property
     def name(self) -> str:
