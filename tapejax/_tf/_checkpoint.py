@@ -64,7 +64,9 @@ def _walkable(x: Any) -> bool:
 def _children(obj: Any) -> list:
     """(name, child) pairs of a node of the object graph, in TF's order."""
     if isinstance(obj, Checkpoint):
-        return sorted(obj._children.items()) + [("save_counter", obj._save_counter)]
+        # TF creates save_counter on first use: a checkpoint only written has none.
+        extra = [("save_counter", obj._counter)] if obj._counter is not None else []
+        return sorted(obj._children.items()) + extra
     if isinstance(obj, list | tuple):
         return [(str(i), c) for i, c in enumerate(obj)]
     if isinstance(obj, dict):
@@ -343,7 +345,7 @@ class Checkpoint:
                 raise ValueError(f"`Checkpoint` was expecting {k} to be a trackable object (an object derived from "
                                  f"`Trackable`), got {v!r}. Pass variables, tf.Modules, Keras models and optimizers.")
         self._children = children
-        self._save_counter = Variable(0, trainable=False, name="save_counter")
+        self._counter: Variable | None = None
 
     def __getattr__(self, name: str) -> Any:
         children = self.__dict__.get("_children", {})
@@ -355,6 +357,12 @@ class Checkpoint:
     def save_counter(self) -> Variable:
         """How many times ``save`` ran (saved and restored with the checkpoint)."""
         return self._save_counter
+
+    @property
+    def _save_counter(self) -> Variable:
+        if self._counter is None:
+            self._counter = Variable(0, trainable=False, name="save_counter")
+        return self._counter
 
     def write(self, file_prefix: str, options: Any = None) -> str:
         """Write the values to exactly ``file_prefix`` (no counter, no state file)."""
@@ -382,6 +390,8 @@ class Checkpoint:
         if save_path is None:
             return InitializationOnlyStatus(self)
         r = _Restoration(_read(str(save_path)))
+        if "save_counter" + _SUFFIX in r.values:
+            _ = self._save_counter  # TF restores into it (creating it) when the checkpoint has one
         unmatched = _restore_into(self, "", r)
         return CheckpointLoadStatus(self, r, unmatched)
 

@@ -694,6 +694,55 @@ def c_checkpoint_restores_optimizer_slots(tf):
             bool(np.allclose(m2.b.numpy(), m.b.numpy(), rtol=1e-6, atol=1e-7))]
 
 
+
+@case
+def c_guide_intro_to_modules_checkpoints(tf):
+    # TF's guide "Introduction to modules": lazily built modules, tf.function, write / list / restore,
+    # the restore happening before the new model builds its variables.
+    d = _Tmp().path
+
+    class FlexibleDenseModule(tf.Module):
+        def __init__(self, out_features, name=None):
+            super().__init__(name=name)
+            self.is_built = False
+            self.out_features = out_features
+
+        def __call__(self, x):
+            if not self.is_built:
+                n = x.shape[-1] * self.out_features
+                self.w = tf.Variable(tf.reshape(tf.range(n, dtype=tf.float32) / 7.0 - 0.3,
+                                                [x.shape[-1], self.out_features]), name="w")
+                self.b = tf.Variable(tf.zeros([self.out_features]), name="b")
+                self.is_built = True
+            y = tf.matmul(x, self.w) + self.b
+            return tf.nn.relu(y)
+
+    class MySequentialModule(tf.Module):
+        def __init__(self, name=None):
+            super().__init__(name=name)
+            self.dense_1 = FlexibleDenseModule(out_features=3)
+            self.dense_2 = FlexibleDenseModule(out_features=2)
+
+        @tf.function
+        def __call__(self, x):
+            x = self.dense_1(x)
+            return self.dense_2(x)
+
+    my_model = MySequentialModule(name="the_model")
+    first = my_model(tf.constant([[2.0, 2.0, 2.0]]))
+    for v in my_model.trainable_variables:
+        v.assign(v * 2.0 + 0.1)
+    chkp_path = d + "/my_checkpoint"
+    checkpoint = tf.train.Checkpoint(model=my_model)
+    written = checkpoint.write(chkp_path)
+    listed = tf.train.list_variables(chkp_path)
+    new_model = MySequentialModule()
+    new_checkpoint = tf.train.Checkpoint(model=new_model)
+    new_checkpoint.restore(chkp_path)
+    again = new_model(tf.constant([[2.0, 2.0, 2.0]]))
+    return [first, written == chkp_path, listed, again, my_model(tf.constant([[2.0, 2.0, 2.0]])),
+            [v.name for v in new_model.variables], [s.name for s in new_model.submodules]]
+
 @pytest.mark.parametrize("snippet", CASES["checkpoints"])
 def test_checkpoints_match_tf(snippet, real_tf):
     check(snippet, real_tf)
