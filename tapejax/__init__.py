@@ -26,7 +26,12 @@ __all__ = [*_surface.__all__, "keras"]
 
 
 def __getattr__(name: str) -> object:
-    """A TF name tapejax lacks (``tf.saved_model``): AttributeError saying so, pointing to the porting guide."""
-    # A lazily imported submodule (``keras``, ``data``) gets its own branch here, before the error.
+    """A TF name tapejax lacks (``tf.audio``): AttributeError saying so, pointing to the porting guide."""
+    # A lazily imported submodule gets its own branch here, before the error, e.g.
+    #     if name == "keras":
+    #         from . import keras
+    #         return keras
     raise _unsupported.missing(name)
+
+
 __version__ = "0.1.0"

@@ -12,9 +12,9 @@ import tapejax as tf
 
 
 def test_missing_tf_name_raises_attribute_error_pointing_to_the_porting_guide():
-    with pytest.raises(AttributeError, match=r"tf.saved_model is not supported by tapejax.*compat_docs/README.md"):
-        tf.saved_model  # noqa: B018
-    assert not hasattr(tf, "saved_model")
+    with pytest.raises(AttributeError, match=r"tf.audio is not supported by tapejax.*compat_docs/README.md"):
+        tf.audio  # noqa: B018
+    assert not hasattr(tf, "audio")
     with pytest.raises(AttributeError, match=r"^module 'tapejax' has no attribute 'not_a_tf_name'$"):
         tf.not_a_tf_name  # noqa: B018
 
