@@ -111,3 +111,11 @@ def test_checkpoint_saves_string_and_int_variables_and_keras_models(tmp_path):
         np.testing.assert_array_equal(v.numpy(), b)
     assert tf.train.latest_checkpoint(str(tmp_path)) == path
     assert tf.train.load_variable(path, "i/.ATTRIBUTES/VARIABLE_VALUE").tolist() == [1, 2]
+
+
+def test_print_of_string_tensors_quotes_them_as_tf(capsys):
+    # TF 2.21 prints ["a" "b"] "abc" x for these (checked by hand: tf.print rejects a StringIO stream).
+    import sys
+
+    tf.print(tf.constant(["a", "b"]), tf.constant("abc"), "x", output_stream=sys.stdout)
+    assert capsys.readouterr().out == '["a" "b"] "abc" x\n'

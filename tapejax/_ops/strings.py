@@ -193,17 +193,29 @@ def join(inputs: Any, separator: str = "", name: str | None = None) -> Tensor:
     return _out(np.asarray(flat, dtype=object).reshape(arrays[0].shape) if flat else np.empty(arrays[0].shape, object))
 
 
-def _summary(t: Tensor) -> str:
-    a = np.asarray(t._value)
-    if is_string_value(a):
-        def text(x: Any) -> str:
-            return '"' + x.decode("utf-8", "replace") + '"'
-        if a.ndim == 0:
-            return text(a.item())
-        return np.array2string(np.vectorize(text, otypes=[object])(a), separator=" ", formatter={"all": str})
+def _scalar_text(v: Any) -> str:
+    # TF's summaries (shared with tf.print): floats without a trailing ".0", bools as 1/0, strings quoted.
+    if isinstance(v, np.floating):
+        s = str(v)
+        return s[:-2] if s.endswith(".0") else s
+    if isinstance(v, np.bool_ | bool):
+        return "1" if v else "0"
+    if isinstance(v, bytes):
+        return '"' + v.decode("utf-8", "replace") + '"'
+    return str(v)
+
+
+def _summary(a: np.ndarray, summarize: int, indent: int = 0) -> str:
     if a.ndim == 0:
-        return str(a.item())
-    return np.array2string(a, separator=" ")
+        return _scalar_text(a[()])
+    n = a.shape[0]
+    idx: list = list(range(n))
+    if summarize >= 0 and n > 2 * summarize:
+        idx = list(range(summarize)) + [None] + list(range(n - summarize, n))
+    if a.ndim == 1:
+        return "[" + " ".join("..." if i is None else _scalar_text(a[i]) for i in idx) + "]"
+    sep = "\n" + " " * (indent + 1)
+    return "[" + sep.join("..." if i is None else _summary(a[i], summarize, indent + 1) for i in idx) + "]"
 
 
 def format(template: str, inputs: Any, placeholder: str = "{}", summarize: int = 3, name: str | None = None) -> Tensor:  # noqa: A001
@@ -221,7 +233,7 @@ def format(template: str, inputs: Any, placeholder: str = "{}", summarize: int =
             f"num placeholders in template and num inputs must match: {len(parts) - 1} vs. {len(ins)}")
     out = parts[0]
     for t, p in zip(ins, parts[1:]):
-        out += _summary(convert_to_tensor(t)) + p
+        out += _summary(np.asarray(convert_to_tensor(t)._value), summarize) + p
     return _out(np.asarray(out.encode("utf-8"), dtype=object))
 
 

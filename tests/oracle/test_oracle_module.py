@@ -451,7 +451,10 @@ def c_string_ops(tf):
             tf.strings.strip(tf.constant([" a "])), tf.strings.reduce_join(v), tf.strings.reduce_join(v, separator=","),
             tf.strings.reduce_join(tf.constant([["a", "b"], ["c", "d"]]), axis=1),
             tf.strings.substr(tf.constant("hello"), 1, 3), tf.strings.regex_replace(tf.constant("hello"), "l+", "L"),
-            raises(lambda: tf.cast(s, tf.float32)), raises(lambda: tf.strings.as_string(s))]
+            raises(lambda: tf.cast(s, tf.float32)), tf.strings.as_string(s),
+            tf.strings.format("{}", tf.range(10)), tf.strings.format("{}", tf.reshape(tf.range(64), [8, 8])),
+            tf.strings.format("{} {}", [tf.constant(True), tf.constant([[1.5, 2.25]])]),
+            tf.strings.format("{}", tf.range(10), summarize=2)]
 
 
 @case
