@@ -162,6 +162,11 @@ ROWS += [
      [_M + "test_utilities_match_tf"]),
     ("image.flip_left_right / flip_up_down / transpose / rot90 / central_crop / rgb_to_grayscale / adjust_brightness",
      "same", "jnp.flip / swapaxes / rot90 / slicing", [_M + "test_utilities_match_tf"]),
+    ("image.crop_to_bounding_box / pad_to_bounding_box / resize_with_crop_or_pad / per_image_standardization / "
+     "grayscale_to_rgb / convert_image_dtype", "same", "slicing / jnp.pad / moments / TF's dtype scaling",
+     [_M + "test_utilities_match_tf"]),
+    ("image.adjust_contrast", "differs", "TF registers no gradient (LookupError); tapejax's is None",
+     [_M + "test_utilities_match_tf"]),
     ("device(name)", "same", "jax.default_device; a missing device falls back (soft placement)",
      [_M + "test_utilities_match_tf", _X + "test_device_context_places_arrays"]),
     ("config.list_physical_devices / list_logical_devices", "same", "jax.devices(kind)",

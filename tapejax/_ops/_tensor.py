@@ -130,6 +130,11 @@ class TensorShape(tuple):
             raise ValueError("Cannot take the length of shape with unknown rank.")
         return tuple.__len__(self)
 
+    def __iter__(self) -> Iterator:
+        if self._unknown_rank:
+            raise ValueError("Cannot iterate over a shape with unknown rank.")
+        return tuple.__iter__(self)
+
     def __getitem__(self, k: Any) -> Any:
         if self._unknown_rank:
             return TensorShape(None) if isinstance(k, slice) else None

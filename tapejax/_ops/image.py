@@ -10,10 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._recorder import Tensor, bind
+from ._dtypes import as_dtype
 from ._machinery import _as_t, _export, prim
 
 __all__ = ["resize", "flip_left_right", "flip_up_down", "transpose", "rot90", "adjust_brightness",
-           "rgb_to_grayscale", "central_crop"]
+           "rgb_to_grayscale", "central_crop", "crop_to_bounding_box", "pad_to_bounding_box",
+           "resize_with_crop_or_pad", "per_image_standardization", "adjust_contrast", "grayscale_to_rgb",
+           "convert_image_dtype"]
 
 
 def _check_image(t: Tensor, op: str) -> int:
@@ -188,6 +191,180 @@ def central_crop(image: Any, central_fraction: float) -> Tensor:
     return bind(_crop_p, t, h0=sh, h1=h - sh, w0=sw, w1=w - sw)
 
 
-for _f in (resize, flip_left_right, flip_up_down, transpose, rot90, adjust_brightness, rgb_to_grayscale, central_crop):
+def _hw(t: Tensor) -> tuple[int, int]:
+    return t._value.shape[-3], t._value.shape[-2]
+
+
+def crop_to_bounding_box(image: Any, offset_height: int, offset_width: int, target_height: int,
+                         target_width: int) -> Tensor:
+    """The ``target_height x target_width`` box at the offsets, as ``tf.image.crop_to_bounding_box``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.image.crop_to_bounding_box(tf.ones((4, 5, 1)), 1, 2, 2, 3).shape
+        TensorShape([2, 3, 1])
+    """
+    t = _as_t(image)
+    _check_image(t, "crop_to_bounding_box")
+    h, w = _hw(t)
+    oh, ow, th, tw = int(offset_height), int(offset_width), int(target_height), int(target_width)
+    if oh < 0 or ow < 0:
+        raise ValueError("offset_height and offset_width must be >= 0.")
+    if th <= 0 or tw <= 0:
+        raise ValueError("target_height and target_width must be > 0.")
+    if oh + th > h or ow + tw > w:
+        raise ValueError("height must be >= target + offset." if oh + th > h else "width must be >= target + offset.")
+    return bind(_crop_p, t, h0=oh, h1=oh + th, w0=ow, w1=ow + tw)
+
+
+_pad_p = prim("image_pad", lambda x, top, bottom, left, right: jnp.pad(
+    x, [(0, 0)] * (x.ndim - 3) + [(top, bottom), (left, right), (0, 0)]))
+
+
+def pad_to_bounding_box(image: Any, offset_height: int, offset_width: int, target_height: int,
+                        target_width: int) -> Tensor:
+    """Zero-pad to ``target_height x target_width`` with the image at the offsets, as
+    ``tf.image.pad_to_bounding_box``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.image.pad_to_bounding_box(tf.ones((1, 1, 1)), 1, 0, 3, 2)[..., 0].numpy().tolist()
+        [[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]]
+    """
+    t = _as_t(image)
+    _check_image(t, "pad_to_bounding_box")
+    h, w = _hw(t)
+    oh, ow, th, tw = int(offset_height), int(offset_width), int(target_height), int(target_width)
+    if oh < 0 or ow < 0:
+        raise ValueError("offset_height and offset_width must be >= 0")
+    if th < h + oh:
+        raise ValueError("height must be <= target - offset")
+    if tw < w + ow:
+        raise ValueError("width must be <= target - offset")
+    return bind(_pad_p, t, top=oh, bottom=th - h - oh, left=ow, right=tw - w - ow)
+
+
+def resize_with_crop_or_pad(image: Any, target_height: int, target_width: int) -> Tensor:
+    """Centrally crop or zero-pad to the target size, as ``tf.image.resize_with_crop_or_pad``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.image.resize_with_crop_or_pad(tf.ones((4, 2, 1)), 2, 4).shape
+        TensorShape([2, 4, 1])
+    """
+    t = _as_t(image)
+    _check_image(t, "resize_with_crop_or_pad")
+    h, w = _hw(t)
+    th, tw = int(target_height), int(target_width)
+    # TF: crop offsets (dim - target) // 2, pad offsets (target - dim) // 2.
+    ch, cw = max(h - th, 0) // 2, max(w - tw, 0) // 2
+    t = crop_to_bounding_box(t, ch, cw, min(h, th), min(w, tw))
+    ph, pw = max(th - h, 0) // 2, max(tw - w, 0) // 2
+    return pad_to_bounding_box(t, ph, pw, th, tw)
+
+
+def _std_impl(x: Any) -> Any:
+    x = x.astype(jnp.float32) if not jnp.issubdtype(x.dtype, jnp.floating) else x
+    axes = (-3, -2, -1)
+    n = x.shape[-3] * x.shape[-2] * x.shape[-1]
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    std = jnp.std(x, axis=axes, keepdims=True)
+    return (x - mean) / jnp.maximum(std, 1.0 / jnp.sqrt(jnp.asarray(n, x.dtype)))
+
+
+_std_p = prim("per_image_standardization", _std_impl)
+
+
+def per_image_standardization(image: Any) -> Tensor:
+    """Scale each image to zero mean and unit variance, as ``tf.image.per_image_standardization``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.image.per_image_standardization(tf.constant([[[1.0], [3.0]]]))[..., 0].numpy().tolist()
+        [[-1.0, 1.0]]
+    """
+    t = _as_t(image)
+    _check_image(t, "per_image_standardization")
+    return bind(_std_p, t)
+
+
+# TF registers no gradient for AdjustContrastv2 (its tape raises LookupError): here, as for the
+# other such ops of the table, the gradient is None.
+_contrast_p = prim("adjust_contrast", lambda x, f: (x - jnp.mean(x, axis=(-3, -2), keepdims=True)) * f
+                   + jnp.mean(x, axis=(-3, -2), keepdims=True), differentiable=False)
+
+
+def adjust_contrast(images: Any, contrast_factor: Any) -> Tensor:
+    """``(x - mean) * contrast_factor + mean`` per image and channel, as ``tf.image.adjust_contrast``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.image.adjust_contrast(tf.constant([[[1.0], [3.0]]]), 2.0)[..., 0].numpy().tolist()
+        [[0.0, 4.0]]
+    """
+    t = _as_t(images)
+    if t._value.dtype.kind != "f":
+        raise NotImplementedError("tapejax's adjust_contrast takes float images; convert with tf.cast first.")
+    return bind(_contrast_p, t, _as_t(contrast_factor, dtype=t.dtype))
+
+
+_gray_rgb_p = prim("grayscale_to_rgb", lambda x: jnp.concatenate([x, x, x], axis=-1))
+
+
+def grayscale_to_rgb(images: Any, name: str | None = None) -> Tensor:
+    """Repeat the single channel three times, as ``tf.image.grayscale_to_rgb``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.image.grayscale_to_rgb(tf.ones((2, 2, 1))).shape
+        TensorShape([2, 2, 3])
+    """
+    t = _as_t(images)
+    if t._value.shape[-1] != 1:
+        raise ValueError(f"Dimension -1 must be 1 but is {t._value.shape[-1]}")
+    return bind(_gray_rgb_p, t)
+
+
+def _convert_impl(x: Any, dtype: Any, saturate: bool) -> Any:
+    src, dst = np.dtype(x.dtype), np.dtype(dtype)
+    if src.kind == "f" and dst.kind == "f":
+        return x.astype(dst)
+    if src.kind in "iu" and dst.kind == "f":
+        return x.astype(dst) * (1.0 / np.iinfo(src).max)
+    if src.kind == "f" and dst.kind in "iu":
+        scaled = x * (np.iinfo(dst).max + 0.5)
+        if saturate:
+            scaled = jnp.clip(scaled, np.iinfo(dst).min, np.iinfo(dst).max)
+        return scaled.astype(dst)
+    # integer to integer: shift by the difference in bits, as TF
+    sb, db = src.itemsize * 8 - (src.kind == "i"), dst.itemsize * 8 - (dst.kind == "i")
+    if sb > db:
+        return (x >> (sb - db)).astype(dst)
+    return x.astype(dst) << (db - sb)
+
+
+_convert_p = prim("convert_image_dtype", _convert_impl)
+
+
+def convert_image_dtype(image: Any, dtype: Any, saturate: bool = False, name: str | None = None) -> Tensor:
+    """Convert pixel values between types, rescaling (ints span ``[0, MAX]``, floats ``[0, 1)``), as
+    ``tf.image.convert_image_dtype``.
+
+    Example:
+        >>> import numpy as np, tapejax as tf
+        >>> tf.image.convert_image_dtype(np.array([0, 255], np.uint8), tf.float32).numpy().tolist()
+        [0.0, 1.0]
+    """
+    t = _as_t(image)
+    d = as_dtype(dtype)
+    if not (d.is_floating or d.is_integer):
+        raise AttributeError(f"{d.name} is not a valid image dtype: use an integer or floating type.")
+    if d._np == t._value.dtype:
+        return t
+    return bind(_convert_p, t, dtype=d._np, saturate=bool(saturate))
+
+
+for _f in (resize, flip_left_right, flip_up_down, transpose, rot90, adjust_brightness, rgb_to_grayscale, central_crop,
+           crop_to_bounding_box, pad_to_bounding_box, resize_with_crop_or_pad, per_image_standardization,
+           adjust_contrast, grayscale_to_rgb, convert_image_dtype):
     _export(_f, f"image.{_f.__name__}")
-EXPORTS_EXTRA = {"ResizeMethod": ResizeMethod}

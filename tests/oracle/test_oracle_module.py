@@ -362,7 +362,8 @@ def c_tensor_shape_methods(tf):
             S([1, None]).with_rank(2).as_list(), raises(lambda: S([1, None]).with_rank(3)), repr(S(None)), str(S(None)),
             repr(S([1, None])), str(S([1, None])), S(None) == S(None), S([1, 2]) == [1, 2], S(None).dims, S([1, 2])[0],
             S([1, 2])[1:].as_list(), S(None)[0], S([1, 2]).most_specific_compatible_shape([1, 3]).as_list(),
-            raises(lambda: len(S(None))), S(3).as_list(), S([]).rank, (S([1, 2]) + S([3])).as_list()]
+            raises(lambda: len(S(None))), S(3).as_list(), S([]).rank, (S([1, 2]) + S([3])).as_list(),
+            raises(lambda: list(S(None))), list(S([1, None])), S(None)[1:].rank, S([None, 3]) == S([None, 3])]
 
 
 @case
@@ -399,6 +400,30 @@ def c_image_resize_and_flips(tf):
                   tf.image.rgb_to_grayscale(img), tf.image.adjust_brightness(img, 0.1),
                   tf.image.central_crop(img[0], 0.33), raises(lambda: tf.image.resize(img[0, 0], (2, 2)))]
 
+
+@case
+def c_image_crops_pads_and_conversions(tf):
+    rng = np.random.RandomState(1)
+    img = rng.rand(2, 5, 6, 3).astype(np.float32)
+    w = tf.constant(rng.rand(2, 4, 8, 3).astype(np.float32))
+    x = tf.constant(img)
+    with tf.GradientTape(persistent=True) as g:
+        g.watch(x)
+        a = tf.reduce_sum(tf.image.resize_with_crop_or_pad(x, 4, 8) * w)
+        b = tf.reduce_sum(tf.image.per_image_standardization(x) * tf.constant(rng.rand(2, 5, 6, 3).astype(np.float32)))
+    u8 = tf.constant((img * 255).astype(np.uint8))
+    img = x
+    return [tf.image.crop_to_bounding_box(img, 1, 2, 3, 3), tf.image.pad_to_bounding_box(img, 1, 2, 8, 9),
+            tf.image.resize_with_crop_or_pad(img, 3, 9), tf.image.resize_with_crop_or_pad(img[0], 7, 4),
+            tf.image.per_image_standardization(img), tf.image.per_image_standardization(u8),
+            tf.image.adjust_contrast(img, 0.5), tf.image.grayscale_to_rgb(img[..., :1]),
+            tf.image.convert_image_dtype(u8, tf.float32), tf.image.convert_image_dtype(img, tf.uint8),
+            tf.image.convert_image_dtype(img * 2, tf.uint8, saturate=True),
+            tf.image.convert_image_dtype(u8, tf.int32), tf.image.convert_image_dtype(img, tf.float16),
+            g.gradient(a, x), g.gradient(b, x),
+            raises(lambda: tf.image.crop_to_bounding_box(img, 3, 0, 3, 3)),
+            raises(lambda: tf.image.pad_to_bounding_box(img, 0, 0, 3, 3)),
+            raises(lambda: tf.image.grayscale_to_rgb(img))]
 
 @case
 def c_devices(tf):
