@@ -119,3 +119,12 @@ def test_print_of_string_tensors_quotes_them_as_tf(capsys):
 
     tf.print(tf.constant(["a", "b"]), tf.constant("abc"), "x", output_stream=sys.stdout)
     assert capsys.readouterr().out == '["a" "b"] "abc" x\n'
+
+
+def test_string_ops_on_traced_values_raise_a_clear_type_error():
+    @tf.function
+    def step(x):
+        return tf.strings.as_string(x)
+
+    with pytest.raises(TypeError, match="String ops run on the host"):
+        step(tf.constant(1.0))

@@ -13,6 +13,7 @@ import operator
 import re
 from typing import Any, Callable
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -75,9 +76,19 @@ def _is_str_operand(x: Any) -> bool:
     return False
 
 
+def _host_value(t: Any) -> np.ndarray:
+    """The value of a tensor a string op reads: strings live on the host, so never a traced one."""
+    v = t._value
+    if isinstance(v, jax.core.Tracer):
+        raise TypeError(
+            "String ops run on the host and cannot read a traced value inside a compiled tapejax.function step "
+            "(JAX has no string type): return the numbers from the step and make the strings outside it.")
+    return np.asarray(v)
+
+
 def _str_array(x: Any) -> np.ndarray:
     if isinstance(x, Tensor | VariableBase):
-        v = x._value
+        v = _host_value(x)
         if not is_string_value(v):
             raise errors.InvalidArgumentError(
                 f"cannot compute a string op on a {x.dtype.name} tensor: convert it with tf.strings.as_string first.")
@@ -233,7 +244,7 @@ def format(template: str, inputs: Any, placeholder: str = "{}", summarize: int =
             f"num placeholders in template and num inputs must match: {len(parts) - 1} vs. {len(ins)}")
     out = parts[0]
     for t, p in zip(ins, parts[1:]):
-        out += _summary(np.asarray(convert_to_tensor(t)._value), summarize) + p
+        out += _summary(_host_value(convert_to_tensor(t)), summarize) + p
     return _out(np.asarray(out.encode("utf-8"), dtype=object))
 
 
@@ -247,7 +258,7 @@ def as_string(input: Any, precision: int = -1, scientific: bool = False, shortes
         [b'1.500000', b'2.000000']
     """
     t = convert_to_tensor(input)
-    a = np.asarray(t._value)
+    a = _host_value(t)
     if is_string_value(a):
         return t  # TF 2.21's AsString passes strings through
     if a.dtype.kind == "b":
