@@ -29,6 +29,7 @@ import numpy as np
 from .. import errors
 from .._core._recorder import Tensor, VariableBase
 from . import _module
+from ._function import Function
 from ._module import Module
 from ._variable import Variable
 
@@ -53,8 +54,8 @@ _SKIP_MODULES = ("builtins", "numpy", "jax", "jaxlib", "typing", "collections", 
 def _walkable(x: Any) -> bool:
     if isinstance(x, Module | Checkpoint | list | tuple | dict):
         return True
-    if isinstance(x, type | Tensor | str | bytes | int | float | complex | bool | np.ndarray) or x is None:
-        return False
+    if isinstance(x, type | Tensor | Function | str | bytes | int | float | complex | bool | np.ndarray) or x is None:
+        return False  # a tapejax.function's trace cache holds variables TF does not track through it
     if callable(x) and not hasattr(x, "__dict__"):
         return False
     mod = type(x).__module__.split(".")[0]
