@@ -433,7 +433,19 @@ def c_devices(tf):
         y = tf.ones(2) * 3
     return [x, y, "CPU" in x.device.upper(), [d.device_type for d in tf.config.list_physical_devices("CPU")][:1],
             tf.config.list_physical_devices("CPU")[0].name, tf.config.list_logical_devices("CPU")[0].name,
-            type(tf.config.list_physical_devices("CPU")[0]).__name__, tf.config.list_physical_devices("GPU")]
+            type(tf.config.list_physical_devices("CPU")[0]).__name__, tf.config.list_physical_devices("GPU"),
+            _config_calls(tf)]
+
+
+def _config_calls(tf):
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    return [raises(lambda: tf.config.experimental.set_memory_growth(cpu, True)),
+            raises(lambda: tf.config.experimental.get_memory_growth(cpu)),
+            [d.name for d in tf.config.get_visible_devices("CPU")], tf.config.set_visible_devices([], "GPU"),
+            tf.config.set_visible_devices(cpu), tf.config.set_visible_devices([cpu], "CPU"),
+            [d.name for d in tf.config.experimental.list_physical_devices("CPU")],
+            tf.config.threading.get_intra_op_parallelism_threads(), tf.config.optimizer.set_jit(False),
+            tf.config.experimental.enable_op_determinism(), tf.config.get_soft_device_placement()]
 
 @pytest.mark.parametrize("snippet", CASES["utils"])
 def test_utilities_match_tf(snippet, real_tf):
