@@ -184,7 +184,10 @@ ROWS += [
     ("string ==, !=, +, tf.equal, cast of strings", "same", "NumPy elementwise on bytes", [_M + "test_strings_match_tf"]),
     ("strings.join / format / as_string / to_number / length / lower / upper / strip / reduce_join / substr / "
      "regex_replace", "same", "Python bytes operations", [_M + "test_strings_match_tf"]),
-    ("strings.split", "differs", "scalar input only (a batch needs RaggedTensor)", [_M + "test_strings_match_tf"]),
+    ("strings.split / bytes_split / unicode_split / unicode_decode", "differs",
+     "scalar input only (a batch needs RaggedTensor)", [_M + "test_strings_match_tf"]),
+    ("strings.unicode_encode / io.decode_raw / io.read_file / io.write_file", "same", "Python bytes and NumPy",
+     [_M + "test_strings_match_tf"]),
     ("GradientTape with string targets / sources", "same", "skipped with TF's log message; None gradients",
      [_M + "test_strings_match_tf"]),
 ]

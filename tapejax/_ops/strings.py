@@ -420,7 +420,89 @@ def regex_replace(input: Any, pattern: str, rewrite: str, replace_global: bool =
     return _out(_map(lambda x: rx.sub(rw, x, count=0 if replace_global else 1), _str_array(input)))
 
 
-for _f in (join, format, as_string, to_number, length, split, lower, upper, strip, reduce_join, substr, regex_replace):
+def _scalar_only(a: np.ndarray, op: str) -> bytes:
+    if a.ndim != 0:
+        raise NotImplementedError(f"tf.strings.{op} of a batch of strings returns a RaggedTensor in TF, which tapejax "
+                                  "does not have: apply it to each scalar string.")
+    return a.item()
+
+
+def bytes_split(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+    """The bytes of a scalar string, one per element, as ``tf.strings.bytes_split``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.bytes_split(tf.constant("Duck")).numpy().tolist()
+        [b'D', b'u', b'c', b'k']
+    """
+    b = _scalar_only(_str_array(input), "bytes_split")
+    return _out(np.asarray([b[i:i + 1] for i in range(len(b))], dtype=object).reshape(-1))
+
+
+def unicode_split(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,  # noqa: A002
+                  name: str | None = None) -> Tensor:
+    """The characters of a scalar string, each UTF-8 encoded, as ``tf.strings.unicode_split``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.unicode_split(tf.constant("né"), "UTF-8").numpy().tolist()
+        [b'n', b'\xc3\xa9']
+    """
+    text = _scalar_only(_str_array(input), "unicode_split").decode(input_encoding.lower().replace("_", "-"), "replace")
+    return _out(np.asarray([c.encode("utf-8") for c in text], dtype=object).reshape(-1))
+
+
+def unicode_decode(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,  # noqa: A002
+                   replace_control_characters: bool = False, name: str | None = None) -> Tensor:
+    """The code points of a scalar string (int32), as ``tf.strings.unicode_decode``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.unicode_decode(tf.constant("né"), "UTF-8").numpy().tolist()
+        [110, 233]
+    """
+    text = _scalar_only(_str_array(input), "unicode_decode").decode(input_encoding.lower().replace("_", "-"), "replace")
+    return Tensor(jnp.asarray(np.asarray([ord(c) for c in text], np.int32).reshape(-1)))
+
+
+def unicode_encode(input: Any, output_encoding: str, errors: str = "replace", replacement_char: int = 65533,  # noqa: A002
+                   name: str | None = None) -> Tensor:
+    """Encode code points (the last axis) into strings, as ``tf.strings.unicode_encode``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.unicode_encode(tf.constant([110, 233]), "UTF-8").numpy()
+        b'n\xc3\xa9'
+    """
+    a = _host_value(convert_to_tensor(input)).astype(np.int64)
+    enc = output_encoding.lower().replace("_", "-")
+    rows = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+    out = np.asarray(["".join(chr(int(c)) for c in r).encode(enc) for r in rows], dtype=object)
+    return _out(out.reshape(a.shape[:-1]) if a.ndim else out.reshape(()))
+
+
+def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixed_length: Any = None,
+               name: str | None = None) -> Tensor:
+    """Reinterpret the bytes of each string as numbers of ``out_type``, as ``tf.io.decode_raw``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.io.decode_raw(tf.constant("Duck"), tf.uint8).numpy().tolist()
+        [68, 117, 99, 107]
+    """
+    a = _str_array(input_bytes)
+    d = as_dtype(out_type)
+    dt = d._np.newbyteorder("<" if little_endian else ">")
+    rows = [np.frombuffer(b, dtype=dt).astype(d._np) for b in a.reshape(-1)]
+    if len({r.size for r in rows}) > 1:
+        raise errors.InvalidArgumentError("DecodeRaw requires input strings to all be the same size")
+    n = rows[0].size if rows else 0
+    return Tensor(jnp.asarray(np.stack(rows).reshape(a.shape + (n,)) if rows else np.zeros(a.shape + (0,), d._np)))
+
+
+_export(decode_raw, "io.decode_raw")
+for _f in (join, format, as_string, to_number, length, split, lower, upper, strip, reduce_join, substr, regex_replace,
+           bytes_split, unicode_split, unicode_decode, unicode_encode):
     _export(_f, f"strings.{_f.__name__}")
 _export(as_string, "as_string")
 _export(to_number, "strings.string_to_number")

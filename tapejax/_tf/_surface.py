@@ -48,14 +48,14 @@ half = float16
 double = float64
 
 # ---- module branch (issue 17): tf.Module, name scopes, nest, utilities ----
-from .. import image, nest, sparse, strings, train  # noqa: E402
+from .. import image, io, nest, sparse, strings, train  # noqa: E402
 from ._composite import IndexedSlices, SparseTensor  # noqa: E402
 from .._ops._dtypes import string  # noqa: E402
 from ._module import Module  # noqa: E402
 from ._name_scope import name_scope  # noqa: E402
 from ._utils import device, get_static_value, grad_pass_through, identity_n, numpy_function, py_function  # noqa: E402
 
-_MODULE_BRANCH = ["image", "nest", "sparse", "strings", "train", "string", "IndexedSlices", "SparseTensor", "Module", "name_scope", "device", "get_static_value", "grad_pass_through", "identity_n",
+_MODULE_BRANCH = ["image", "io", "nest", "sparse", "strings", "train", "string", "IndexedSlices", "SparseTensor", "Module", "name_scope", "device", "get_static_value", "grad_pass_through", "identity_n",
                   "numpy_function", "py_function"]
 # ---- end module branch ----
 

@@ -495,6 +495,21 @@ def c_string_ops(tf):
 
 
 @case
+def c_guide_tensor_strings(tf):
+    # TF's guide "Introduction to Tensors", string tensors section (the ragged batch split left out).
+    scalar_string_tensor = tf.constant("Gray wolf")
+    tensor_of_strings = tf.constant(["Gray wolf", "Quick brown fox", "Lazy dog"])
+    text = tf.constant("1 10 100")
+    unicode_bytes = tf.constant("アヒル 🦆")
+    return [str(scalar_string_tensor), str(tensor_of_strings), repr(tf.constant("🥳👍")),
+            tf.strings.split(scalar_string_tensor, sep=" "), tf.strings.to_number(tf.strings.split(text, " ")),
+            tf.strings.bytes_split(tf.constant("Duck")), tf.io.decode_raw(tf.constant("Duck"), tf.uint8),
+            tf.io.decode_raw(tf.constant(["Duck", "Goos"]), tf.uint8),
+            tf.strings.unicode_split(unicode_bytes, "UTF-8"), tf.strings.unicode_decode(unicode_bytes, "UTF-8"),
+            tf.strings.unicode_encode(tf.constant([65, 12450], tf.int32), "UTF-8"),
+            raises(lambda: tf.io.decode_raw(tf.constant(["Duck", "Go"]), tf.uint8))]
+
+@case
 def c_tape_ignores_strings(tf):
     # TF's backprop unit tests: a string target or source gives None (the tape logs and skips it).
     s = tf.constant("abc")
