@@ -6,7 +6,8 @@ the tape). Index checks (order, duplicates, bounds) run eagerly, as TF's kernels
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -17,8 +18,19 @@ from ._ops._machinery import EXPORTS
 from ._ops._tensor import convert_to_tensor
 from ._tf._composite import SparseTensor, _index_dtype
 
-__all__ = ["SparseTensor", "to_dense", "from_dense", "reorder", "reduce_sum", "sparse_dense_matmul", "add",
-           "transpose", "map_values", "expand_dims", "reshape"]
+__all__ = [
+    "SparseTensor",
+    "add",
+    "expand_dims",
+    "from_dense",
+    "map_values",
+    "reduce_sum",
+    "reorder",
+    "reshape",
+    "sparse_dense_matmul",
+    "to_dense",
+    "transpose",
+]
 
 
 def _np_indices(sp: SparseTensor) -> np.ndarray:
@@ -182,7 +194,7 @@ def map_values(op: Callable, *args: Any, **kwargs: Any) -> SparseTensor:
     return sps[0].with_values(op(*vals, **kwargs))
 
 
-def expand_dims(sp_input: SparseTensor, axis: int = None, name: str | None = None) -> SparseTensor:
+def expand_dims(sp_input: SparseTensor, axis: int | None = None, name: str | None = None) -> SparseTensor:
     """Insert a dimension of size 1 at ``axis``, as ``tf.sparse.expand_dims``.
 
     Example:

@@ -20,7 +20,7 @@ def test_missing_tf_name_raises_attribute_error_pointing_to_the_porting_guide():
 
 
 def test_py_function_gradient_matches_jax_grad_eager_and_compiled():
-    f = lambda a: jnp.sin(a) * a  # noqa: E731
+    f = lambda a: jnp.sin(a) * a
     x = tf.constant([0.5, 1.5, -2.0])
     want = jax.vmap(jax.grad(f))(x._value)
 
@@ -51,9 +51,8 @@ def test_device_context_places_arrays():
     with tf.device("/CPU:0"):
         x = tf.ones(2)
     assert next(iter(x._value.devices())).platform == "cpu"
-    with pytest.raises(ValueError, match="Unknown device"):
-        with tf.device("/XPU:0"):
-            pass
+    with pytest.raises(ValueError, match="Unknown device"), tf.device("/XPU:0"):
+        pass
 
 
 def test_module_finds_variables_added_after_construction_and_in_nested_containers():

@@ -13,10 +13,23 @@ from .._core._recorder import Tensor, bind
 from ._dtypes import as_dtype
 from ._machinery import _as_t, _export, prim
 
-__all__ = ["resize", "flip_left_right", "flip_up_down", "transpose", "rot90", "adjust_brightness",
-           "rgb_to_grayscale", "central_crop", "crop_to_bounding_box", "pad_to_bounding_box",
-           "resize_with_crop_or_pad", "per_image_standardization", "adjust_contrast", "grayscale_to_rgb",
-           "convert_image_dtype"]
+__all__ = [
+    "adjust_brightness",
+    "adjust_contrast",
+    "central_crop",
+    "convert_image_dtype",
+    "crop_to_bounding_box",
+    "flip_left_right",
+    "flip_up_down",
+    "grayscale_to_rgb",
+    "pad_to_bounding_box",
+    "per_image_standardization",
+    "resize",
+    "resize_with_crop_or_pad",
+    "rgb_to_grayscale",
+    "rot90",
+    "transpose",
+]
 
 
 def _check_image(t: Tensor, op: str) -> int:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -23,8 +24,21 @@ from ._dtypes import as_dtype
 from ._machinery import EXPORTS, OPS, PRIMS, _export
 from ._tensor import convert_to_tensor, is_string_value, to_bytes_array
 
-__all__ = ["join", "format", "as_string", "to_number", "length", "split", "lower", "upper", "strip",
-           "reduce_join", "substr", "regex_replace", "string_to_number"]
+__all__ = [
+    "as_string",
+    "format",
+    "join",
+    "length",
+    "lower",
+    "reduce_join",
+    "regex_replace",
+    "split",
+    "string_to_number",
+    "strip",
+    "substr",
+    "to_number",
+    "upper",
+]
 
 # Ops that only move, copy or select elements: correct on strings through element indices.
 _STRUCTURAL = ("reshape", "transpose", "stack", "concat", "unstack", "split", "squeeze", "expand_dims", "tile",
@@ -138,16 +152,16 @@ def _wrap_export(name: str, string_fn: Callable) -> None:
             EXPORTS[k] = op
 
 
-def _identity(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+def _identity(input: Any, name: str | None = None) -> Tensor:
     return Tensor(_str_array(input))
 
 
-def _zeros_like(input: Any, dtype: Any = None, name: str | None = None, **_: Any) -> Tensor:  # noqa: A002
+def _zeros_like(input: Any, dtype: Any = None, name: str | None = None, **_: Any) -> Tensor:
     a = _str_array(input)
     return _out(np.full(a.shape, b"", dtype=object))
 
 
-def _ones_like(input: Any, dtype: Any = None, name: str | None = None, **_: Any) -> Tensor:  # noqa: A002
+def _ones_like(input: Any, dtype: Any = None, name: str | None = None, **_: Any) -> Tensor:
     raise errors.InvalidArgumentError("OnesLike has no string kernel: ones_like of a string tensor is undefined.")
 
 
@@ -208,7 +222,7 @@ def _scalar_text(v: Any) -> str:
     # TF's summaries (shared with tf.print): floats without a trailing ".0", bools as 1/0, strings quoted.
     if isinstance(v, np.floating):
         s = str(v)
-        return s[:-2] if s.endswith(".0") else s
+        return s.removesuffix(".0")
     if isinstance(v, np.bool_ | bool):
         return "1" if v else "0"
     if isinstance(v, bytes):
@@ -229,7 +243,7 @@ def _summary(a: np.ndarray, summarize: int, indent: int = 0) -> str:
     return "[" + sep.join("..." if i is None else _summary(a[i], summarize, indent + 1) for i in idx) + "]"
 
 
-def format(template: str, inputs: Any, placeholder: str = "{}", summarize: int = 3, name: str | None = None) -> Tensor:  # noqa: A001
+def format(template: str, inputs: Any, placeholder: str = "{}", summarize: int = 3, name: str | None = None) -> Tensor:
     """Fill ``{}`` placeholders with tensor summaries, as ``tf.strings.format``.
 
     Example:
@@ -248,7 +262,7 @@ def format(template: str, inputs: Any, placeholder: str = "{}", summarize: int =
     return _out(np.asarray(out.encode("utf-8"), dtype=object))
 
 
-def as_string(input: Any, precision: int = -1, scientific: bool = False, shortest: bool = False, width: int = -1,  # noqa: A002
+def as_string(input: Any, precision: int = -1, scientific: bool = False, shortest: bool = False, width: int = -1,
               fill: str = "", name: str | None = None) -> Tensor:
     """Format numbers (or bools) as strings, as ``tf.strings.as_string`` (floats with 6 decimals).
 
@@ -262,13 +276,13 @@ def as_string(input: Any, precision: int = -1, scientific: bool = False, shortes
     if is_string_value(a):
         return t  # TF 2.21's AsString passes strings through
     if a.dtype.kind == "b":
-        fmt: Callable = lambda x: b"true" if x else b"false"  # noqa: E731
+        fmt: Callable = lambda x: b"true" if x else b"false"
     elif a.dtype.kind in "iu":
-        fmt = lambda x: f"{int(x):{fill}{width if width > 0 else ''}d}".encode()  # noqa: E731
+        fmt = lambda x: f"{int(x):{fill}{width if width > 0 else ''}d}".encode()
     else:
         spec = ("e" if scientific else ("g" if shortest else "f"))
         prec = f".{precision}" if precision >= 0 else ("" if shortest else ".6")
-        fmt = lambda x: f"{float(x):{fill}{width if width > 0 else ''}{prec}{spec}}".encode()  # noqa: E731
+        fmt = lambda x: f"{float(x):{fill}{width if width > 0 else ''}{prec}{spec}}".encode()
     return _out(_map(fmt, a))
 
 
@@ -296,7 +310,7 @@ def to_number(string_tensor: Any, out_type: Any = "float32", name: str | None = 
 string_to_number = to_number
 
 
-def length(input: Any, unit: str = "BYTE", name: str | None = None) -> Tensor:  # noqa: A002
+def length(input: Any, unit: str = "BYTE", name: str | None = None) -> Tensor:
     """Lengths in bytes (or ``unit="UTF8_CHAR"``: characters), as ``tf.strings.length``.
 
     Example:
@@ -307,11 +321,11 @@ def length(input: Any, unit: str = "BYTE", name: str | None = None) -> Tensor:  
     a = _str_array(input)
     if unit not in ("BYTE", "UTF8_CHAR"):
         raise ValueError(f"unit must be one of BYTE, UTF8_CHAR, got {unit!r}")
-    f = (lambda x: len(x)) if unit == "BYTE" else (lambda x: len(x.decode("utf-8", "replace")))  # noqa: E731
+    f = (lambda x: len(x)) if unit == "BYTE" else (lambda x: len(x.decode("utf-8", "replace")))
     return Tensor(jnp.asarray(_map(f, a, np.int32)))
 
 
-def split(input: Any, sep: Any = None, maxsplit: int = -1, name: str | None = None) -> Tensor:  # noqa: A002
+def split(input: Any, sep: Any = None, maxsplit: int = -1, name: str | None = None) -> Tensor:
     """Split a scalar string into a 1-D string tensor, as ``tf.strings.split`` (whitespace by default).
 
     TF returns a RaggedTensor for a batch of strings; tapejax has no ragged tensors, so
@@ -336,7 +350,7 @@ def split(input: Any, sep: Any = None, maxsplit: int = -1, name: str | None = No
 
 
 def _bytes_map(fn: Callable) -> Callable:
-    def op(input: Any, encoding: str = "", name: str | None = None) -> Tensor:  # noqa: A002
+    def op(input: Any, encoding: str = "", name: str | None = None) -> Tensor:
         return _out(_map(fn, _str_array(input)))
 
     return op
@@ -361,7 +375,7 @@ upper.__doc__ = """ASCII letters to upper case (other bytes unchanged), as ``tf.
     """
 
 
-def strip(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+def strip(input: Any, name: str | None = None) -> Tensor:
     """Strip leading and trailing whitespace, as ``tf.strings.strip``.
 
     Example:
@@ -394,7 +408,7 @@ def reduce_join(inputs: Any, axis: Any = None, keepdims: bool = False, separator
     return _out(out)
 
 
-def substr(input: Any, pos: int, len: int, unit: str = "BYTE", name: str | None = None) -> Tensor:  # noqa: A002
+def substr(input: Any, pos: int, len: int, unit: str = "BYTE", name: str | None = None) -> Tensor:
     """The substring at ``pos`` of length ``len`` (bytes), as ``tf.strings.substr``.
 
     Example:
@@ -406,7 +420,7 @@ def substr(input: Any, pos: int, len: int, unit: str = "BYTE", name: str | None 
     return _out(_map(lambda x: x[p:p + n] if p >= 0 else x[p:][:n], _str_array(input)))
 
 
-def regex_replace(input: Any, pattern: str, rewrite: str, replace_global: bool = True, name: str | None = None) -> Tensor:  # noqa: A002
+def regex_replace(input: Any, pattern: str, rewrite: str, replace_global: bool = True, name: str | None = None) -> Tensor:
     """Replace matches of ``pattern`` (Python's ``re``, close to TF's RE2) with ``rewrite``.
 
     Example:
@@ -427,7 +441,7 @@ def _scalar_only(a: np.ndarray, op: str) -> bytes:
     return a.item()
 
 
-def bytes_split(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+def bytes_split(input: Any, name: str | None = None) -> Tensor:
     """The bytes of a scalar string, one per element, as ``tf.strings.bytes_split``.
 
     Example:
@@ -439,7 +453,7 @@ def bytes_split(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
     return _out(np.asarray([b[i:i + 1] for i in range(len(b))], dtype=object).reshape(-1))
 
 
-def unicode_split(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,  # noqa: A002
+def unicode_split(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,
                   name: str | None = None) -> Tensor:
     """The characters of a scalar string, each UTF-8 encoded, as ``tf.strings.unicode_split``.
 
@@ -452,7 +466,7 @@ def unicode_split(input: Any, input_encoding: str, errors: str = "replace", repl
     return _out(np.asarray([c.encode("utf-8") for c in text], dtype=object).reshape(-1))
 
 
-def unicode_decode(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,  # noqa: A002
+def unicode_decode(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,
                    replace_control_characters: bool = False, name: str | None = None) -> Tensor:
     """The code points of a scalar string (int32), as ``tf.strings.unicode_decode``.
 
@@ -465,7 +479,7 @@ def unicode_decode(input: Any, input_encoding: str, errors: str = "replace", rep
     return Tensor(jnp.asarray(np.asarray([ord(c) for c in text], np.int32).reshape(-1)))
 
 
-def unicode_encode(input: Any, output_encoding: str, errors: str = "replace", replacement_char: int = 65533,  # noqa: A002
+def unicode_encode(input: Any, output_encoding: str, errors: str = "replace", replacement_char: int = 65533,
                    name: str | None = None) -> Tensor:
     """Encode code points (the last axis) into strings, as ``tf.strings.unicode_encode``.
 

@@ -22,7 +22,8 @@ import os
 import shutil
 import time
 import weakref
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 

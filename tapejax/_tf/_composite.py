@@ -15,10 +15,15 @@ import numpy as np
 
 from .._core._recorder import Tensor, VariableBase
 from .._ops._machinery import EXPORTS
-from .._ops._tensor import TensorShape, _concrete_or_none, convert_to_tensor, register_composite
+from .._ops._tensor import (
+    TensorShape,
+    _concrete_or_none,
+    convert_to_tensor,
+    register_composite,
+)
 from . import _nest
 
-__all__ = ["SparseTensor", "IndexedSlices"]
+__all__ = ["IndexedSlices", "SparseTensor"]
 
 
 def _index_dtype() -> Any:
@@ -48,7 +53,7 @@ class SparseTensor:
         [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
     """
 
-    __slots__ = ("_indices", "_values", "_dense_shape")
+    __slots__ = ("_dense_shape", "_indices", "_values")
 
     def __init__(self, indices: Any, values: Any, dense_shape: Any):
         ind = _as_index(indices, "indices")
@@ -127,7 +132,7 @@ class IndexedSlices:
         [[1.0, 2.0], [0.0, 0.0], [3.0, 4.0]]
     """
 
-    __slots__ = ("_values", "_indices", "_dense_shape")
+    __slots__ = ("_dense_shape", "_indices", "_values")
 
     def __init__(self, values: Any, indices: Any, dense_shape: Any = None):
         self._values = convert_to_tensor(values)

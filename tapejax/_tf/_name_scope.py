@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["name_scope", "current_scope"]
+__all__ = ["current_scope", "name_scope"]
 
 
 class _Scope(threading.local):
@@ -22,7 +22,7 @@ def current_scope() -> str:
     return _scope.name
 
 
-class name_scope:  # noqa: N801  (TF's name)
+class name_scope:
     """A context manager that prefixes the names of variables created inside it.
 
     TF 2's eager rules: scopes nest (``a/b/``), a name ending in ``/`` is an
@@ -36,7 +36,7 @@ class name_scope:  # noqa: N801  (TF's name)
         ('outer/', 'outer/w:0')
     """
 
-    __slots__ = ("_name", "_exit_fns")
+    __slots__ = ("_exit_fns", "_name")
 
     def __init__(self, name: Any) -> None:
         if not isinstance(name, str):
@@ -61,6 +61,6 @@ class name_scope:  # noqa: N801  (TF's name)
         self._exit_fns.append(old)
         return new
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: object) -> bool:
         _scope.name = self._exit_fns.pop()
         return False

@@ -10,10 +10,18 @@ Composite tensors (``SparseTensor``, ``IndexedSlices``) are leaves unless
 from __future__ import annotations
 
 import collections.abc
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
-__all__ = ["flatten", "map_structure", "pack_sequence_as", "assert_same_structure", "is_nested",
-           "flatten_with_tuple_paths", "register_composite"]
+__all__ = [
+    "assert_same_structure",
+    "flatten",
+    "flatten_with_tuple_paths",
+    "is_nested",
+    "map_structure",
+    "pack_sequence_as",
+    "register_composite",
+]
 
 # Composite types (SparseTensor, IndexedSlices) register (type, to_components, from_components),
 # so that this module need not import them.

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +21,7 @@ from .._ops._tensor import convert_to_tensor
 from ._autodiff import custom_gradient
 from ._gradient_tape import GradientTape
 
-__all__ = ["get_static_value", "grad_pass_through", "identity_n", "numpy_function", "py_function", "device"]
+__all__ = ["device", "get_static_value", "grad_pass_through", "identity_n", "numpy_function", "py_function"]
 
 
 def _traced(v: Any) -> bool:
@@ -75,7 +76,7 @@ def grad_pass_through(f: Callable) -> Callable:
     return functools.wraps(f)(_grad_pass_through_op)
 
 
-def identity_n(input: Any, name: str | None = None) -> list:  # noqa: A002  (TF's name)
+def identity_n(input: Any, name: str | None = None) -> list:
     """A list of identities of the given tensors (gradients pass through each).
 
     Example:

@@ -7,13 +7,14 @@ exception class names), as in test_oracle_core.py.
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
+from _seed_helpers import assert_same, keep_log_once_budget, outcome  # noqa: F401  (autouse fixture)
 
 import tapejax
-from _seed_helpers import assert_same, keep_log_once_budget, outcome  # noqa: F401  (autouse fixture)
 
 CASES: dict = collections.defaultdict(list)
 _group = ["module"]
