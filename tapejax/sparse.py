@@ -231,3 +231,98 @@ def reshape(sp_input: SparseTensor, shape: Any, name: str | None = None) -> Spar
     new_ind = np.stack(np.unravel_index(flat, new), axis=1) if ind.size else np.zeros((0, len(new)), np.int64)
     return SparseTensor(Tensor(jnp.asarray(new_ind, sp_input.indices._value.dtype)), sp_input.values,
                         Tensor(jnp.asarray(new, sp_input.dense_shape._value.dtype)))
+
+
+def _from_parts(ind: np.ndarray, values: Tensor, shape: list, like: SparseTensor) -> SparseTensor:
+    it = like.indices._value.dtype
+    return SparseTensor(Tensor(jnp.asarray(ind.reshape(-1, len(shape)), it)), values,
+                        Tensor(jnp.asarray(shape, like.dense_shape._value.dtype)))
+
+
+def _take(values: Tensor, keep: np.ndarray) -> Tensor:
+    return EXPORTS["gather"](values, Tensor(jnp.asarray(keep, jnp.int32)))
+
+
+def concat(axis: int, sp_inputs: list, expand_nonconcat_dims: bool = False, name: str | None = None) -> SparseTensor:
+    """Concatenate sparse tensors along ``axis`` (the others must match), as ``tf.sparse.concat``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> a = tf.sparse.SparseTensor([[0, 0]], [1.0], [1, 2])
+        >>> tf.sparse.concat(1, [a, a]).indices.numpy().tolist()
+        [[0, 0], [0, 2]]
+    """
+    shapes = [_np_shape(s) for s in sp_inputs]
+    rank = len(shapes[0])
+    ax = int(axis) % rank
+    if expand_nonconcat_dims:
+        base = [max(s[d] for s in shapes) for d in range(rank)]
+    else:
+        base = list(shapes[0])
+        for i, s in enumerate(shapes[1:], 1):
+            for d in range(rank):
+                if d != ax and s[d] != base[d]:
+                    raise errors.InvalidArgumentError(
+                        f"Input shapes must match: expected {base[d]} for dimension {d} but got {s[d]} at position {i}")
+    parts, off = [], 0
+    for s, shp in zip(sp_inputs, shapes):
+        ind = _np_indices(s).copy()
+        ind[:, ax] += off
+        parts.append(ind)
+        off += shp[ax]
+    base[ax] = off
+    ind = np.concatenate(parts) if parts else np.zeros((0, rank), np.int64)
+    # TF registers no gradient for SparseConcat: the result's values are new constants (a None gradient).
+    values = jnp.concatenate([s.values._value for s in sp_inputs], 0)
+    order = np.lexsort(ind.T[::-1]) if ind.size else np.arange(ind.shape[0])
+    return _from_parts(ind[order], Tensor(values[jnp.asarray(order, jnp.int32)]), base, sp_inputs[0])
+
+
+def retain(sp_input: SparseTensor, to_retain: Any) -> SparseTensor:
+    """Keep the entries where ``to_retain`` (one bool per entry) is True, as ``tf.sparse.retain``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> st = tf.sparse.SparseTensor([[0], [2]], [1.0, 2.0], [3])
+        >>> tf.sparse.retain(st, [False, True]).values.numpy().tolist()
+        [2.0]
+    """
+    keep = np.nonzero(np.asarray(convert_to_tensor(to_retain)._value).reshape(-1))[0]
+    return _from_parts(_np_indices(sp_input)[keep], _take(sp_input.values, keep), _np_shape(sp_input), sp_input)
+
+
+def slice(sp_input: SparseTensor, start: Any, size: Any, name: str | None = None) -> SparseTensor:
+    """The entries inside the box ``[start, start + size)``, shifted to it, as ``tf.sparse.slice``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> st = tf.sparse.SparseTensor([[0, 0], [1, 2]], [1.0, 2.0], [2, 3])
+        >>> tf.sparse.slice(st, [1, 1], [5, 5]).indices.numpy().tolist()
+        [[0, 1]]
+    """
+    ind, shape = _np_indices(sp_input), _np_shape(sp_input)
+    st = np.asarray(start, np.int64).reshape(-1)
+    sz = np.asarray(size, np.int64).reshape(-1)
+    end = np.minimum(st + sz, shape)
+    inside = np.all((ind >= st) & (ind < end), axis=1) if ind.size else np.zeros((0,), bool)
+    keep = np.nonzero(inside)[0]
+    return _from_parts(ind[keep] - st, _take(sp_input.values, keep), [int(x) for x in np.maximum(end - st, 0)], sp_input)
+
+
+def eye(num_rows: int, num_columns: int | None = None, dtype: Any = "float32", name: str | None = None) -> SparseTensor:
+    """A sparse identity matrix, as ``tf.sparse.eye``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.sparse.to_dense(tf.sparse.eye(2)).numpy().tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+    """
+    rows = int(num_rows)
+    cols = rows if num_columns is None else int(num_columns)
+    n = min(rows, cols)
+    idx = np.stack([np.arange(n), np.arange(n)], axis=1)
+    values = convert_to_tensor(np.ones(n), dtype=dtype)
+    return SparseTensor(idx, values, [rows, cols])
+
+
+__all__ += ["concat", "eye", "retain", "slice"]

@@ -196,7 +196,7 @@ ROWS += [
      "containers of component tensors, JAX pytrees; index components int32 without x64",
      [_M + "test_composites_match_tf"]),
     ("sparse.to_dense / from_dense / reorder / reduce_sum / sparse_dense_matmul / add / transpose / map_values / "
-     "expand_dims / reshape", "same", "scatter/gather ops on the tape (differentiable in values); eager index checks",
+     "expand_dims / reshape / concat / retain / slice / eye", "same", "scatter/gather ops on the tape (differentiable in values); eager index checks",
      [_M + "test_composites_match_tf"]),
     ("convert_to_tensor(IndexedSlices) / convert_to_tensor(SparseTensor)", "same",
      "unsorted_segment_sum into the dense shape / TF's ValueError", [_M + "test_composites_match_tf"]),

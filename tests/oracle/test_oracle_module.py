@@ -563,6 +563,19 @@ def c_sparse_tensor_build_and_convert(tf):
 
 
 @case
+def c_sparse_concat_retain_slice_eye(tf):
+    a = tf.sparse.SparseTensor([[0, 0], [1, 2]], [1.0, 2.0], [2, 3])
+    b = tf.sparse.SparseTensor([[0, 1]], [3.0], [2, 2])
+    vals = tf.constant([1.0, 2.0])
+    with tf.GradientTape() as g:
+        g.watch(vals)
+        c = tf.sparse.SparseTensor([[0, 0], [1, 2]], vals, [2, 3])
+        y = tf.reduce_sum(tf.sparse.concat(0, [c, c]).values * tf.constant([1.0, 2.0, 3.0, 4.0]))
+    return [_sp(tf.sparse.concat(1, [a, b])), _sp(tf.sparse.concat(0, [a, a])), _sp(tf.sparse.retain(a, [False, True])),
+            _sp(tf.sparse.slice(a, [1, 1], [5, 5])), _sp(tf.sparse.eye(2, 3)), _sp(tf.sparse.eye(2, dtype=tf.int32)),
+            raises(lambda: tf.sparse.concat(0, [a, b])), g.gradient(y, vals)]
+
+@case
 def c_sparse_gradients_flow_to_values(tf):
     values = tf.constant([1.0, 2.0])
     w = tf.reshape(tf.range(12, dtype=tf.float32), [3, 4])
@@ -576,6 +589,25 @@ def c_sparse_gradients_flow_to_values(tf):
         f = tf.reduce_sum(tf.sparse.from_dense(d).values ** 2)
     return [g.gradient(y, values), g.gradient(z, values), g.gradient(f, d)]
 
+
+@case
+def c_sparse_op_gradients(tf):
+    vals = tf.constant([1.0, 2.0])
+    w = tf.constant([3.0, 5.0])
+    with tf.GradientTape(persistent=True) as g:
+        g.watch(vals)
+        c = tf.sparse.SparseTensor([[0, 0], [1, 2]], vals, [2, 3])
+        ys = [tf.reduce_sum(tf.sparse.concat(0, [c, c]).values),
+              tf.reduce_sum(tf.sparse.retain(c, [False, True]).values * 3.0),
+              tf.reduce_sum(tf.sparse.slice(c, [1, 1], [5, 5]).values),
+              tf.reduce_sum(tf.sparse.reorder(c).values * w), tf.reduce_sum(tf.sparse.transpose(c).values * w),
+              tf.reduce_sum(tf.sparse.add(c, c).values * w), tf.reduce_sum(tf.sparse.reshape(c, [6]).values * w),
+              tf.reduce_sum(tf.sparse.reduce_sum(c, axis=1) * w), tf.reduce_sum(tf.sparse.map_values(tf.square, c).values)]
+    out = []
+    for y in ys:
+        gr = g.gradient(y, vals)
+        out.append(None if gr is None else tf.convert_to_tensor(gr))
+    return out
 
 @case
 def c_indexed_slices(tf):
