@@ -1105,7 +1105,8 @@ def unique(x: Any, out_idx: Any = "int32", name: str | None = None) -> Unique:
     rank_of = np.empty_like(order)
     rank_of[order] = np.arange(order.size)
     y = c[np.sort(first)]
-    return Unique(Tensor(jnp.asarray(y)), Tensor(jnp.asarray(rank_of[inv.reshape(-1)].astype(as_dtype(out_idx)._np))))
+    # strings stay on the host
+    return Unique(Tensor(y if y.dtype == object else jnp.asarray(y)), Tensor(jnp.asarray(rank_of[inv.reshape(-1)].astype(as_dtype(out_idx)._np))))
 
 
 def searchsorted(sorted_sequence: Any, values: Any, side: str = "left", out_type: Any = "int32", name: str | None = None) -> Tensor:

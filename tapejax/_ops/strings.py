@@ -43,14 +43,15 @@ __all__ = [
 # Ops that only move, copy or select elements: correct on strings through element indices.
 _STRUCTURAL = ("reshape", "transpose", "stack", "concat", "unstack", "split", "squeeze", "expand_dims", "tile",
                "broadcast_to", "reverse", "slice", "roll", "repeat", "gather", "gather_nd", "where",
-               "boolean_mask", "getitem", "identity")
+               "boolean_mask", "getitem", "identity", "pad")
 
 
 def _by_index(impl: Callable) -> Callable:
     def run(*args: Any, **params: Any) -> Any:
         if not any(is_string_value(a) for a in args):
             return impl(*args, **params)
-        table, new, off = [], [], 0
+        # Element indices start at 1: an index 0 (a pad or fill value) reads b"", TF's zero for strings.
+        table, new, off = [np.array([b""], dtype=object)], [], 1
         for a in args:
             if is_string_value(a):
                 new.append(jnp.arange(off, off + a.size, dtype=jnp.int32).reshape(a.shape))
@@ -58,14 +59,12 @@ def _by_index(impl: Callable) -> Callable:
                 off += a.size
             else:
                 new.append(a)
-        flat = np.concatenate(table) if table else np.empty((0,), object)
+        flat = np.concatenate(table)
         out = impl(*new, **params)
 
         def pick(o: Any) -> Any:
             idx = np.asarray(o)
-            # An index past the table (a fill value) reads b"", TF's zero for strings.
-            padded = np.concatenate([flat, np.array([b""], dtype=object)])
-            res = padded[np.where((idx >= 0) & (idx < flat.size), idx, flat.size)]
+            res = flat[np.where((idx > 0) & (idx < flat.size), idx, 0)]
             return np.asarray(res, dtype=object).reshape(idx.shape)
 
         return tuple(pick(o) for o in out) if isinstance(out, tuple | list) else pick(out)

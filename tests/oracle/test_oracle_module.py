@@ -472,6 +472,16 @@ def c_string_tensors_repr_and_structure(tf):
 
 
 @case
+def c_string_structural_ops(tf):
+    v = tf.constant([["a", "b", "c"], ["d", "e", "f"]])
+    return [tf.boolean_mask(v, [True, False]), tf.unstack(v), tf.split(v, 3, axis=1), tf.reverse(v, [1]),
+            tf.squeeze(v[:1]), tf.slice(v, [0, 1], [2, 2]), tf.roll(v, 1, 1), tf.repeat(v, 2, axis=0),
+            tf.broadcast_to(v[0], [2, 3]), v[:, ::-1], tf.gather_nd(v, [[0, 1], [1, 2]]), tf.pad(v, [[0, 1], [0, 0]]),
+            tf.where(tf.constant([[True, False, True], [False, False, True]]), v, "z"), tf.rank(v),
+            tf.unique(tf.constant(["a", "b", "a"])), raises(lambda: tf.sort(tf.constant(["b", "a"]))),
+            raises(lambda: tf.ones_like(v)), tf.stack([v[0], v[1]], axis=1)]
+
+@case
 def c_string_ops(tf):
     s = tf.constant("abc")
     v = tf.constant(["a", "bc"])
