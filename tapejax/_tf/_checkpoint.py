@@ -349,6 +349,13 @@ class Checkpoint:
         self._children = children
         self._counter: Variable | None = None
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # TF: a public attribute set later is one more child of the checkpoint.
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            self._children[name] = value
+
     def __getattr__(self, name: str) -> Any:
         children = self.__dict__.get("_children", {})
         if name in children:

@@ -733,6 +733,18 @@ def c_checkpoint_save_restore_and_state(tf):
 
 
 @case
+def c_checkpoint_children_set_later(tf):
+    d = _Tmp().path
+    ck = tf.train.Checkpoint(a=tf.Variable(1.0))
+    ck.b = tf.Variable(2.0)
+    ck.nested = {"x": [tf.Variable([3.0]), tf.Variable(4)]}
+    p = ck.save(d + "/c")
+    ck.b.assign(0.0)
+    ck.nested["x"][1].assign(0)
+    ck.restore(p).assert_consumed()
+    return [tf.train.list_variables(p), ck.b, ck.nested["x"][1], ck.a]
+
+@case
 def c_checkpoint_manager(tf):
     d = _Tmp().path + "/mgr"
     ck = tf.train.Checkpoint(v=tf.Variable(1.0))
