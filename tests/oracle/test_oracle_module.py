@@ -107,6 +107,20 @@ def c_module_tracking_order_and_dedup(tf):
 
 
 @case
+def c_module_flatten_with_paths(tf):
+    m = tf.Module(name="root")
+    m.w = tf.Variable(1.0, name="w")
+    m.layers = [tf.Module(name="l0"), {"k": tf.Variable(2.0, name="k")}]
+    m.layers[0].v = tf.Variable(3.0, name="v")
+    m.again = m.w
+    is_var = lambda x: isinstance(x, tf.Variable)  # noqa: E731
+    with_path = [(p, v.name) for p, v in m._flatten(predicate=is_var, with_path=True)]
+    flat = [v.name for v in m._flatten(predicate=is_var)]
+    shallow = [v.name for v in m._flatten(predicate=is_var, recursive=False)]
+    by_reverse = [v.name for v in m._flatten(predicate=is_var, attribute_traversal_key=lambda k: [-ord(c) for c in k])]
+    return [with_path, flat, shallow, by_reverse]
+
+@case
 def c_module_submodule_cycle(tf):
     a, b, c = tf.Module(name="a"), tf.Module(name="b"), tf.Module(name="c")
     a.b, b.c, c.a = b, c, a
