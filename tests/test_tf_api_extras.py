@@ -127,3 +127,19 @@ def test_string_ops_on_traced_values_raise_a_clear_type_error():
 
     with pytest.raises(TypeError, match="String ops run on the host"):
         step(tf.constant(1.0))
+
+
+def test_numpy_function_in_a_step_runs_once_per_call_with_tensorspec_tout():
+    calls = []
+
+    def host(a):
+        calls.append(a.copy())
+        return a * 2
+
+    @tf.function
+    def step(x):
+        return tf.numpy_function(host, [x], tf.TensorSpec([2], tf.float32))
+
+    assert step(tf.constant([1.0, 2.0])).numpy().tolist() == [2.0, 4.0]
+    assert step(tf.constant([3.0, 4.0])).numpy().tolist() == [6.0, 8.0]
+    assert [c.tolist() for c in calls] == [[1.0, 2.0], [3.0, 4.0]]  # no shape probe

@@ -91,10 +91,19 @@ def identity_n(input: Any, name: str | None = None) -> list:
 
 
 def _tout_list(Tout: Any) -> tuple[list, bool]:
-    """(dtypes, single) from TF's Tout: one dtype, or a list/tuple of them."""
+    """(dtypes, single) from TF's Tout: one dtype or TensorSpec, or a list/tuple of them."""
     if isinstance(Tout, list | tuple):
-        return [as_dtype(t) for t in Tout], False
-    return [as_dtype(Tout)], True
+        return [as_dtype(getattr(t, "dtype", t)) for t in Tout], False
+    return [as_dtype(getattr(Tout, "dtype", Tout))], True
+
+
+def _known_shapes(Tout: Any, dts: list) -> list | None:
+    # A Tout of TensorSpecs with fully defined shapes gives the outputs' shapes: no probe call needed.
+    specs = list(Tout) if isinstance(Tout, list | tuple) else [Tout]
+    shapes = [getattr(s, "shape", None) for s in specs]
+    if not shapes or any(sh is None or any(d is None for d in sh) for sh in shapes):
+        return None
+    return [jax.ShapeDtypeStruct(tuple(sh), d._np) for sh, d in zip(shapes, dts)]
 
 
 def _result_list(r: Any, n: int, single: bool) -> list:
@@ -219,7 +228,8 @@ def numpy_function(func: Callable, inp: Any, Tout: Any, stateful: bool = True, n
         # TF's eager numpy_function returns a one-element Tout's result unwrapped (a list when traced).
         return out[0] if len(out) == 1 else out
     host = functools.partial(_host_numpy, func, dts, single)
-    prim = _callback_prim("numpy_function", host, _probe_shapes(host, xs), False, None)
+    shapes = _known_shapes(Tout, dts) or _probe_shapes(host, xs)
+    prim = _callback_prim("numpy_function", host, shapes, False, None)
     outs = bind(prim, *xs)
     return outs[0] if single else list(outs)
 
@@ -247,7 +257,7 @@ def py_function(func: Callable | None = None, inp: Any = None, Tout: Any = None,
     xs = [convert_to_tensor(a) for a in inp]
     if any(_traced(x._value) for x in xs):
         host = functools.partial(_host_py, func, dts, single)
-        prim = _callback_prim("py_function", host, _probe_shapes(host, xs), True,
+        prim = _callback_prim("py_function", host, _known_shapes(Tout, dts) or _probe_shapes(host, xs), True,
                               _py_grad_host(func, dts, single))
         outs = bind(prim, *xs)
         return outs[0] if single else list(outs)
