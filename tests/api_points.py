@@ -147,7 +147,7 @@ ROWS += [
     ("identity_n(input)", "same", "one identity op per tensor", [_M + "test_utilities_match_tf"]),
     ("numpy_function(func, inp, Tout)", "same",
      "eager: a host call, results unconnected (None gradient); compiled: jax.pure_callback",
-     [_M + "test_utilities_match_tf"]),
+     [_M + "test_utilities_match_tf", _X + "test_numpy_function_in_a_step_runs_once_per_call_with_tensorspec_tout"]),
     ("py_function(func, inp, Tout)", "differs",
      "eager: func under its own tape, gradient through custom_gradient; compiled: jax.pure_callback with a custom_vjp "
      "whose backward re-runs func under a tape on the host",
