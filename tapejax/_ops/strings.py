@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import errors
-from .._core._recorder import Tensor, VariableBase
+from .._core._recorder import Tensor, VariableBase, read_variable
 from ._dtypes import as_dtype
 from ._machinery import EXPORTS, OPS, PRIMS, _export
 from ._tensor import convert_to_tensor, is_string_value, to_bytes_array
@@ -100,7 +100,9 @@ def _host_value(t: Any) -> np.ndarray:
 
 
 def _str_array(x: Any) -> np.ndarray:
-    if isinstance(x, Tensor | VariableBase):
+    if isinstance(x, VariableBase):
+        x = read_variable(x)  # a read, which a recording tape watches as TF's does (never differentiated)
+    if isinstance(x, Tensor):
         v = _host_value(x)
         if not is_string_value(v):
             raise errors.InvalidArgumentError(

@@ -549,6 +549,18 @@ def c_tape_ignores_strings(tf):
             tf.Variable("abc"), tf.Variable("abc").assign("d").numpy()]
 
 
+
+@case
+def c_string_variables_on_the_tape(tf):
+    sv = tf.Variable("abc")
+    w = tf.Variable(2.0)
+    with tf.GradientTape(persistent=True) as g:
+        y = tf.strings.join([sv, "x"])
+        z = w * 3.0
+        q = tf.identity(sv)
+    return [sv.trainable, [v.name for v in g.watched_variables()], g.gradient(y, sv), g.gradient(z, sv),
+            g.gradient(z, [w, sv]), g.gradient(q, sv), y]
+
 @pytest.mark.parametrize("snippet", CASES["strings"])
 def test_strings_match_tf(snippet, real_tf):
     check(snippet, real_tf)
