@@ -94,7 +94,9 @@ class Variable(VariableBase):
                 "numpy() is only available when eager execution is enabled: inside a compiled tapejax.function "
                 "step the variable's value is symbolic. Return it from the step, or use tf.print."
             )
-        return np.asarray(v)
+        a = np.asarray(v)
+        # A scalar string variable gives bytes, as TF (numbers keep their 0-d array form here).
+        return a[()] if a.dtype == object and a.ndim == 0 else a
 
     @property
     def dtype(self) -> DType:

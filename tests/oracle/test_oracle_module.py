@@ -546,7 +546,7 @@ def c_tape_ignores_strings(tf):
         y = x * 2
     return [g.gradient(t, x), g.gradient(y, s), g.gradient(s, s), g.gradient(t, [x, s]), g.gradient([t, y], x),
             g.gradient(y, s, unconnected_gradients="zero"), len(g.watched_variables()),
-            tf.Variable("abc"), tf.Variable("abc").assign("d").numpy()]
+            tf.Variable("abc"), tf.Variable("abc").assign("d").numpy() == b"d", type(tf.Variable("abc").numpy()).__name__]
 
 
 
@@ -560,6 +560,21 @@ def c_string_variables_on_the_tape(tf):
         q = tf.identity(sv)
     return [sv.trainable, [v.name for v in g.watched_variables()], g.gradient(y, sv), g.gradient(z, sv),
             g.gradient(z, [w, sv]), g.gradient(q, sv), y]
+
+
+@case
+def c_watched_strings_through_structural_ops(tf):
+    s = tf.constant(["a", "b"])
+    x = tf.constant(2.0)
+    with tf.GradientTape(persistent=True) as g:
+        g.watch(s)
+        g.watch(x)
+        r = tf.reshape(s, [2, 1])
+        c = tf.concat([s, s], 0)
+        w = tf.where([True, False], s, s)
+        y = x * x
+    return [g.gradient(y, x), g.gradient(r, s), g.gradient(c, s), g.gradient([y, r], [x, s]),
+            g.gradient(w, s, unconnected_gradients="zero"), g.jacobian(y, x)]
 
 @pytest.mark.parametrize("snippet", CASES["strings"])
 def test_strings_match_tf(snippet, real_tf):
