@@ -110,7 +110,10 @@ def _variables(root: Any) -> dict:
 
 
 def _numpy(v: Any) -> np.ndarray:
-    return np.asarray(v.numpy())
+    a = v.numpy()
+    if isinstance(a, bytes) or (isinstance(a, np.ndarray) and a.dtype.kind in "SO"):
+        return np.asarray(a, dtype=object)  # a string variable: saved beside the arrays, not by Orbax
+    return np.asarray(a)
 
 
 # ---- storage (Orbax) --------------------------------------------------------------------------------
