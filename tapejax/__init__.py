@@ -17,11 +17,22 @@ Example:
 from __future__ import annotations
 
 from . import _ops  # noqa: F401  (the op library: every family registers into the tables)
-from ._tf import _surface
+from ._tf import _surface, _unsupported
 from ._tf._surface import *  # noqa: F403  (explicit: every name in _surface.__all__, the tf.* surface)
 
 from . import keras  # noqa: E402  (last: tf.keras is written with the surface above)
 from . import data  # noqa: E402  (tf.data: an ext package like keras, built on the surface above)
 
 __all__ = [*_surface.__all__, "keras", "data"]
+
+
+def __getattr__(name: str) -> object:
+    """A TF name tapejax lacks (``tf.audio``): AttributeError saying so, pointing to the porting guide."""
+    # A lazily imported submodule gets its own branch here, before the error, e.g.
+    #     if name == "keras":
+    #         from . import keras
+    #         return keras
+    raise _unsupported.missing(name)
+
+
 __version__ = "0.1.0"

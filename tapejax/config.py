@@ -45,3 +45,122 @@ replay_hot: int = 2
 replay_lag: int = 8
 replay_background_compile: bool = True
 replay_max_compile_eqns: int = 1000
+# ---- devices (tf.config.list_physical_devices / list_logical_devices) ----------------------------
+
+import collections  # noqa: E402
+from typing import Any  # noqa: E402
+
+PhysicalDevice = collections.namedtuple("PhysicalDevice", ["name", "device_type"])
+LogicalDevice = collections.namedtuple("LogicalDevice", ["name", "device_type"])
+
+
+def _jax_devices(device_type: Any) -> list:
+    import jax  # here, not at the top: reading tapejax.config must not start JAX's backends
+
+    kinds = {"CPU": "cpu", "GPU": "gpu", "TPU": "tpu"}
+    wanted = [k for k in kinds if device_type is None or k == str(device_type).upper()]
+    out = []
+    for k in wanted:
+        try:
+            out += [(k, i) for i, _ in enumerate(jax.devices(kinds[k]))]
+        except RuntimeError:
+            pass  # no backend of this kind
+    return out
+
+
+def list_physical_devices(device_type: Any = None) -> list:
+    """The devices JAX sees, as TF names them (``/physical_device:CPU:0``).
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.config.list_physical_devices("CPU")[0].device_type
+        'CPU'
+    """
+    return [PhysicalDevice(f"/physical_device:{k}:{i}", k) for k, i in _jax_devices(device_type)]
+
+
+def list_logical_devices(device_type: Any = None) -> list:
+    """The devices JAX sees, as TF's logical devices (``/device:CPU:0``).
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.config.list_logical_devices("CPU")[0].name
+        '/device:CPU:0'
+    """
+    return [LogicalDevice(f"/device:{k}:{i}", k) for k, i in _jax_devices(device_type)]
+
+
+def get_visible_devices(device_type: Any = None) -> list:
+    """The visible physical devices (all of JAX's), as ``tf.config.get_visible_devices``."""
+    return list_physical_devices(device_type)
+
+
+def set_visible_devices(devices: Any, device_type: Any = None) -> None:
+    """Accepted when it keeps the devices JAX already uses (TF's call after initialization).
+
+    JAX fixes its devices when it starts: to hide some, set ``CUDA_VISIBLE_DEVICES`` or
+    ``JAX_PLATFORMS`` before importing tapejax.
+    """
+    wanted = [devices] if isinstance(devices, PhysicalDevice) else list(devices)
+    current = list_physical_devices(device_type)
+    if sorted(wanted) != sorted(current):
+        raise RuntimeError(
+            "Visible devices cannot be modified after being initialized: JAX fixed its devices when it started. "
+            "Set CUDA_VISIBLE_DEVICES (or JAX_PLATFORMS=cpu) before importing tapejax instead.")
+
+
+_soft_placement = [True]
+
+
+def get_soft_device_placement() -> bool:
+    return _soft_placement[0]
+
+
+def set_soft_device_placement(enabled: bool) -> None:
+    """Recorded only: ``tf.device`` always falls back to the default device (soft placement)."""
+    _soft_placement[0] = bool(enabled)
+
+
+class _Namespace:
+    def __init__(self, name: str, **fns: Any):
+        self.__name__ = name
+        self.__dict__.update(fns)
+
+    def __repr__(self) -> str:
+        return f"<namespace {self.__name__}>"
+
+
+_memory_growth: dict = {}
+
+
+def _set_memory_growth(device: Any, enable: bool) -> None:
+    # JAX preallocates GPU memory unless XLA_PYTHON_CLIENT_PREALLOCATE=false is set before it starts;
+    # the setting is recorded (and validated as TF does), it does not change JAX's allocator.
+    if getattr(device, "device_type", None) != "GPU":
+        raise ValueError("Cannot set memory growth on non-GPU and non-Pluggable devices")
+    _memory_growth[device] = bool(enable)
+
+
+def _get_memory_growth(device: Any) -> bool:
+    if getattr(device, "device_type", None) != "GPU":
+        raise KeyError(device)
+    return _memory_growth.get(device, False)
+
+
+experimental = _Namespace(
+    "tf.config.experimental", set_memory_growth=_set_memory_growth, get_memory_growth=_get_memory_growth,
+    list_physical_devices=list_physical_devices, list_logical_devices=list_logical_devices,
+    get_visible_devices=get_visible_devices, set_visible_devices=set_visible_devices,
+    enable_op_determinism=lambda: None,  # XLA's CPU and GPU kernels here are deterministic already
+)
+_threads = {"intra": 0, "inter": 0}
+threading = _Namespace(  # noqa: A001  (TF's name)
+    "tf.config.threading",
+    set_intra_op_parallelism_threads=lambda n: _threads.__setitem__("intra", int(n)),
+    get_intra_op_parallelism_threads=lambda: _threads["intra"],
+    set_inter_op_parallelism_threads=lambda n: _threads.__setitem__("inter", int(n)),
+    get_inter_op_parallelism_threads=lambda: _threads["inter"],
+)
+_jit = [False]
+optimizer = _Namespace("tf.config.optimizer", set_jit=lambda enabled: _jit.__setitem__(0, bool(enabled)),
+                       get_jit=lambda: _jit[0])

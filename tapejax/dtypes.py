@@ -25,6 +25,7 @@ from ._ops._dtypes import (
     uint32,
     uint64,
 )
+from ._ops._dtypes import string  # noqa: E402  (module branch: tf.string)
 from ._tf._namespace import populate as _populate
 
 half = float16
@@ -34,4 +35,4 @@ float = float32  # noqa: A001  (TF's alias)
 __all__ = [
     "DType", "as_dtype", "bfloat16", "bool", "complex64", "complex128", "double", "float", "float16", "float32",
     "float64", "half", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-] + _populate(globals(), "dtypes")
+] + ["string"] + _populate(globals(), "dtypes")

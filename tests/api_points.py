@@ -202,3 +202,104 @@ ROWS = [
      ["test_data.py::test_ignore_errors_drops_failed_elements"]),
     ("data.Options / Dataset.with_options", "differs", "accepted, no effect", ["test_data.py::test_options_are_accepted"]),
 ]
+
+# --- issue 17, module branch: tf.Module, name scopes, tf.nest, utilities, strings, composites, checkpoints ---
+_M = "oracle/test_oracle_module.py::"
+ROWS += [
+    ("Module(name)", "same", "TF's camel_to_snake default and identifier check (ValueError)",
+     [_M + "test_module_and_name_scope_match_tf"]),
+    ("Module.name_scope / with_name_scope / name_scope(name)", "same",
+     "a per-thread scope prefix (eager rules: nested, '/'-absolute, never uniquified) that names variables",
+     [_M + "test_module_and_name_scope_match_tf"]),
+    ("Module.variables / trainable_variables / non_trainable_variables / submodules", "same",
+     "walks vars() sorted by name, lists/tuples/dicts by tf.nest, submodules breadth first, each object once",
+     [_M + "test_module_and_name_scope_match_tf"]),
+    ("nest.flatten / map_structure / pack_sequence_as / assert_same_structure / is_nested", "same",
+     "pure Python: TF's sorted mapping keys, None a leaf, namedtuples by name and fields",
+     [_M + "test_nest_matches_tf"]),
+    ("gather(params, scalar_index)", "same", "jnp.take; scalar indices range-checked eagerly",
+     [_M + "test_utilities_match_tf"]),
+]
+_X = "test_tf_api_extras.py::"
+ROWS += [
+    ("tapejax.NAME for a TF name tapejax lacks", "same", "module __getattr__: AttributeError naming the porting guide",
+     [_X + "test_missing_tf_name_raises_attribute_error_pointing_to_the_porting_guide"]),
+    ("get_static_value(tensor)", "differs", "the eager value; None for variables and for traced values",
+     [_M + "test_utilities_match_tf"]),
+    ("grad_pass_through(f)", "same", "custom_gradient with the identity gradient", [_M + "test_utilities_match_tf"]),
+    ("identity_n(input)", "same", "one identity op per tensor", [_M + "test_utilities_match_tf"]),
+    ("numpy_function(func, inp, Tout)", "same",
+     "eager: a host call, results unconnected (None gradient); compiled: jax.pure_callback",
+     [_M + "test_utilities_match_tf", _X + "test_numpy_function_in_a_step_runs_once_per_call_with_tensorspec_tout"]),
+    ("py_function(func, inp, Tout)", "differs",
+     "eager: func under its own tape, gradient through custom_gradient; compiled: jax.pure_callback with a custom_vjp "
+     "whose backward re-runs func under a tape on the host",
+     [_M + "test_utilities_match_tf", _X + "test_py_function_gradient_matches_jax_grad_eager_and_compiled",
+      _X + "test_py_function_second_order_eager"]),
+    ("ensure_shape / Tensor.set_shape", "same", "static shape checks", [_M + "test_utilities_match_tf"]),
+    ("TensorShape methods (unknown rank, merge_with, concatenate, assert_is_compatible_with, ...)", "same",
+     "a tuple subclass with an unknown-rank flag", [_M + "test_utilities_match_tf"]),
+    ("linalg.tensor_diag / tensor_diag_part", "same", "scatter/gather on the flattened diagonal",
+     [_M + "test_utilities_match_tf"]),
+    ("image.resize(method='bilinear'|'nearest')", "same", "jax.image.resize (half-pixel, antialias=False)",
+     [_M + "test_utilities_match_tf"]),
+    ("image.flip_left_right / flip_up_down / transpose / rot90 / central_crop / rgb_to_grayscale / adjust_brightness",
+     "same", "jnp.flip / swapaxes / rot90 / slicing", [_M + "test_utilities_match_tf"]),
+    ("image.crop_to_bounding_box / pad_to_bounding_box / resize_with_crop_or_pad / per_image_standardization / "
+     "grayscale_to_rgb / convert_image_dtype", "same", "slicing / jnp.pad / moments / TF's dtype scaling",
+     [_M + "test_utilities_match_tf"]),
+    ("image.adjust_contrast", "differs", "TF registers no gradient (LookupError); tapejax's is None",
+     [_M + "test_utilities_match_tf"]),
+    ("device(name)", "same", "jax.default_device; a missing device falls back (soft placement)",
+     [_M + "test_utilities_match_tf", _X + "test_device_context_places_arrays"]),
+    ("config.list_physical_devices / list_logical_devices", "same", "jax.devices(kind)",
+     [_M + "test_utilities_match_tf"]),
+    ("config.get/set_visible_devices, experimental.set/get_memory_growth, threading, optimizer.set_jit, "
+     "get/set_soft_device_placement", "differs",
+     "validated as TF and recorded; JAX's devices and allocator are fixed when it starts",
+     [_M + "test_utilities_match_tf"]),
+]
+ROWS += [
+    ("string dtype: constant / convert_to_tensor / repr / numpy of strings", "same",
+     "a NumPy object array of bytes on the host (JAX has no strings)", [_M + "test_strings_match_tf"]),
+    ("structural ops on strings (reshape, gather, concat, stack, where, [], tile, ...)", "same",
+     "the op runs on int32 element indices; the result picks the strings", [_M + "test_strings_match_tf"]),
+    ("string ==, !=, +, tf.equal, cast of strings", "same", "NumPy elementwise on bytes", [_M + "test_strings_match_tf"]),
+    ("strings.join / format / as_string / to_number / length / lower / upper / strip / reduce_join / substr / "
+     "regex_replace", "same", "Python bytes operations", [_M + "test_strings_match_tf"]),
+    ("strings.split / bytes_split / unicode_split / unicode_decode", "differs",
+     "scalar input only (a batch needs RaggedTensor)", [_M + "test_strings_match_tf"]),
+    ("strings.unicode_encode / io.decode_raw / io.read_file / io.write_file", "same", "Python bytes and NumPy",
+     [_M + "test_strings_match_tf"]),
+    ("GradientTape with string targets / sources", "same", "skipped with TF's log message; None gradients",
+     [_M + "test_strings_match_tf"]),
+]
+ROWS += [
+    ("sparse.SparseTensor(indices, values, dense_shape) / IndexedSlices(values, indices, dense_shape)", "differs",
+     "containers of component tensors, JAX pytrees; index components int32 without x64",
+     [_M + "test_composites_match_tf"]),
+    ("sparse.to_dense / from_dense / reorder / reduce_sum / sparse_dense_matmul / add / transpose / map_values / "
+     "expand_dims / reshape / concat / retain / slice / eye", "same", "scatter/gather ops on the tape (differentiable in values); eager index checks",
+     [_M + "test_composites_match_tf"]),
+    ("convert_to_tensor(IndexedSlices) / convert_to_tensor(SparseTensor)", "same",
+     "unsorted_segment_sum into the dense shape / TF's ValueError", [_M + "test_composites_match_tf"]),
+    ("GradientTape.watch(composite), nest(expand_composites=True)", "same", "the component tensors",
+     [_M + "test_composites_match_tf"]),
+]
+ROWS += [
+    ("train.Checkpoint(**objects).save / write / restore / read, save_counter", "same",
+     "TF's object graph (shortest path, attributes in set order) into one Orbax directory per save",
+     [_M + "test_checkpoints_match_tf", _X + "test_checkpoint_saves_string_and_int_variables_and_keras_models"]),
+    ("Checkpoint restore before build (deferred restoration)", "differs",
+     "tf.Module attributes restore when set; other objects on restore_deferred(obj) after their build",
+     [_M + "test_checkpoints_match_tf",
+      _X + "test_checkpoint_optimizer_restored_before_build_waits_for_restore_deferred"]),
+    ("Checkpoint restore of optimizer slots", "same", "the optimizer's state variables by path (built first)",
+     [_M + "test_checkpoints_match_tf"]),
+    ("CheckpointLoadStatus.assert_consumed / assert_existing_objects_matched / expect_partial", "same",
+     "pending and unmatched keys", [_M + "test_checkpoints_match_tf"]),
+    ("train.CheckpointManager(max_to_keep, checkpoint_name, step_counter, checkpoint_interval)", "same",
+     "TF's numbering, sweep and 'checkpoint' state file", [_M + "test_checkpoints_match_tf"]),
+    ("train.latest_checkpoint / list_variables / load_variable", "same", "the state file / the saved keys",
+     [_M + "test_checkpoints_match_tf", _X + "test_checkpoint_saves_string_and_int_variables_and_keras_models"]),
+]

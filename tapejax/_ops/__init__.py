@@ -18,5 +18,5 @@ Importing this package imports every family, so the tables are complete.
 from __future__ import annotations
 
 from . import _machinery  # noqa: F401
-from . import math, array, linalg, nn, debugging  # noqa: F401  (register into the tables, in this order)
+from . import math, array, linalg, nn, debugging, image, strings  # noqa: F401  (register into the tables, in this order)
 from . import operators, random  # noqa: F401  (operators: last, it reads the complete table)

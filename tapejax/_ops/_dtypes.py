@@ -77,6 +77,10 @@ class DType:
         return self
 
     @property
+    def is_numpy_compatible(self) -> bool:
+        return True
+
+    @property
     def min(self) -> Any:
         return (np.finfo if (self.is_floating) else np.iinfo)(self._np).min
 
@@ -126,6 +130,8 @@ _ALL = [
     (np.bool_, "bool"),
     (np.complex64, "complex64"),
     (np.complex128, "complex128"),
+    # TF's string: tensors of bytes, held as NumPy object arrays on the host.
+    (np.object_, "string"),
 ]
 _BY_NP: dict[np.dtype, DType] = {}
 _BY_NAME: dict[str, DType] = {}
@@ -152,6 +158,7 @@ uint64 = _BY_NAME["uint64"]
 bool_ = _BY_NAME["bool"]
 complex64 = _BY_NAME["complex64"]
 complex128 = _BY_NAME["complex128"]
+string = _BY_NAME["string"]
 
 # The set a gradient can flow through (owned by the recorder, which needs it too).
 assert INEXACT == frozenset(d._np for d in _BY_NP.values() if d.is_differentiable)
@@ -181,10 +188,14 @@ def as_dtype(x: Any) -> DType:
         return bool_
     if x is complex:
         return complex64
+    if x is bytes or x is str:
+        return string
     try:
         npd = np.dtype(x)
     except TypeError:
         raise TypeError(f"Cannot convert {x!r} to a tapejax DType.") from None
+    if npd.kind in "SU":
+        return string
     d = _BY_NP.get(npd)
     if d is None:
         raise TypeError(f"tapejax has no dtype for NumPy dtype {npd}.")

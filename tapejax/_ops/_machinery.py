@@ -824,7 +824,12 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Tensor:
     check_width(d._np, "tf.cast to")
     x = _as_t(x)
     if _dt(x) == d._np:
-        return bind(PRIMS["identity"], x)
+        return bind(PRIMS["identity"], x) if d._np != object else x
+    if _dt(x) == object or d._np == object:
+        # TF's Cast kernel has no string conversions (tf.strings.to_number / as_string do it).
+        raise errors.UnimplementedError(
+            f"Cast {from_np(_dt(x)).name} to {d.name} is not supported: use tf.strings.to_number or "
+            "tf.strings.as_string. [Op:Cast]")
     return bind(_cast_p, x, dtype=d._np)
 
 

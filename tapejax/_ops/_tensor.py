@@ -21,53 +21,147 @@ __all__ = ["Tensor", "TensorShape", "constant", "convert_to_tensor", "is_tensor"
 class TensorShape(tuple):
     """A tensor's shape: a tuple of ints (None for unknown dims) with TF's helpers.
 
+    ``TensorShape(None)`` has unknown rank: it is compatible with every shape, its
+    ``rank`` is None and ``as_list()`` raises ValueError, as in TF.
+
     Example:
         >>> import tapejax as tf
         >>> s = tf.ones((2, 3)).shape
         >>> s == (2, 3), s.as_list(), s.rank
         (True, [2, 3], 2)
+        >>> tf.TensorShape([None, 3]).merge_with([2, None])
+        TensorShape([2, 3])
     """
+
+    _unknown_rank = False
 
     def __new__(cls, dims: Any = ()) -> TensorShape:
         if dims is None:
-            return super().__new__(cls, ())
+            s = super().__new__(cls, ())
+            s._unknown_rank = True
+            return s
+        if isinstance(dims, TensorShape) and dims._unknown_rank:
+            return dims
         if isinstance(dims, int):
             dims = (dims,)
         return super().__new__(cls, (None if d is None else int(d) for d in dims))
 
     @property
-    def rank(self) -> int:
-        return len(self)
+    def rank(self) -> int | None:
+        return None if self._unknown_rank else len(self)
+
+    ndims = rank
 
     @property
-    def ndims(self) -> int:
-        return len(self)
-
-    @property
-    def dims(self) -> list:
-        return list(self)
+    def dims(self) -> list | None:
+        return None if self._unknown_rank else list(self)
 
     def as_list(self) -> list:
+        if self._unknown_rank:
+            raise ValueError("as_list() is not defined on an unknown TensorShape.")
         return list(self)
 
     def num_elements(self) -> int | None:
-        return None if any(d is None for d in self) else int(np.prod(self, dtype=np.int64))
+        if self._unknown_rank or any(d is None for d in self):
+            return None
+        return int(np.prod(self, dtype=np.int64))
 
     def is_fully_defined(self) -> bool:
-        return all(d is not None for d in self)
+        return not self._unknown_rank and all(d is not None for d in self)
+
+    def assert_is_fully_defined(self) -> None:
+        if not self.is_fully_defined():
+            raise ValueError(f"Shape {self} is not fully defined")
 
     def is_compatible_with(self, other: Any) -> bool:
         other = TensorShape(other)
+        if self._unknown_rank or other._unknown_rank:
+            return True
         return len(self) == len(other) and all(a is None or b is None or a == b for a, b in zip(self, other))
 
+    def assert_is_compatible_with(self, other: Any) -> None:
+        """ValueError unless ``other`` is compatible (same rank, equal known dims)."""
+        if not self.is_compatible_with(other):
+            raise ValueError(f"Shapes {self} and {other} are incompatible")
+
+    def merge_with(self, other: Any) -> TensorShape:
+        """The most specific shape compatible with both (ValueError if they are incompatible)."""
+        other = TensorShape(other)
+        if self._unknown_rank:
+            return other
+        if other._unknown_rank:
+            return self
+        if not self.is_compatible_with(other):
+            raise ValueError(f"Shapes {self} and {other} are not compatible")
+        return TensorShape([a if a is not None else b for a, b in zip(self, other)])
+
+    def most_specific_compatible_shape(self, other: Any) -> TensorShape:
+        other = TensorShape(other)
+        if self._unknown_rank or other._unknown_rank or len(self) != len(other):
+            return TensorShape(None)
+        return TensorShape([a if a == b else None for a, b in zip(self, other)])
+
+    def concatenate(self, other: Any) -> TensorShape:
+        other = TensorShape(other)
+        if self._unknown_rank or other._unknown_rank:
+            return TensorShape(None)
+        return TensorShape(tuple(self) + tuple(other))
+
+    def __add__(self, other: Any) -> TensorShape:  # type: ignore[override]
+        return self.concatenate(other)
+
+    def assert_has_rank(self, rank: int) -> None:
+        if self.rank not in (None, rank):
+            raise ValueError(f"Shape {self} must have rank {rank}")
+
+    def with_rank(self, rank: int) -> TensorShape:
+        try:
+            return self.merge_with(TensorShape([None] * rank))
+        except ValueError:
+            raise ValueError(f"Shape {self} must have rank {rank}") from None
+
+    def assert_same_rank(self, other: Any) -> None:
+        other = TensorShape(other)
+        if self.rank is not None and other.rank is not None and self.rank != other.rank:
+            raise ValueError(f"Shapes {self} and {other} must have the same rank")
+
+    def __len__(self) -> int:
+        if self._unknown_rank:
+            raise ValueError("Cannot take the length of shape with unknown rank.")
+        return tuple.__len__(self)
+
+    def __iter__(self) -> Iterator:
+        if self._unknown_rank:
+            raise ValueError("Cannot iterate over a shape with unknown rank.")
+        return tuple.__iter__(self)
+
     def __getitem__(self, k: Any) -> Any:
+        if self._unknown_rank:
+            return TensorShape(None) if isinstance(k, slice) else None
         r = tuple.__getitem__(self, k)
         return TensorShape(r) if isinstance(k, slice) else r
 
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TensorShape) and (self._unknown_rank or other._unknown_rank):
+            return self._unknown_rank and other._unknown_rank
+        if self._unknown_rank:
+            return other is None
+        if isinstance(other, list):
+            other = tuple(other)
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(None) if self._unknown_rank else tuple.__hash__(self)
+
     def __repr__(self) -> str:
-        return f"TensorShape({list(self)})"
+        return "TensorShape(None)" if self._unknown_rank else f"TensorShape({list(self)})"
 
     def __str__(self) -> str:
+        if self._unknown_rank:
+            return "<unknown>"
         return "(" + ", ".join("None" if d is None else str(d) for d in self) + ("," if len(self) == 1 else "") + ")"
 
 
@@ -90,6 +184,11 @@ class Reference:
 
     def __repr__(self) -> str:
         return f"<Reference wrapping {self._obj!r}>"
+
+
+def _concrete_or_none(v: Any) -> Any:
+    """A NumPy copy of a concrete array, None for a traced one."""
+    return None if isinstance(v, jax.core.Tracer) else np.asarray(v)
 
 
 def _numpy_text(value: Any, is_repr: bool) -> str:
@@ -173,7 +272,10 @@ Tensor.shape = property(lambda self: TensorShape(self._value.shape), doc="The st
 Tensor.get_shape = lambda self: TensorShape(self._value.shape)  # type: ignore[attr-defined]
 Tensor.dtype = property(lambda self: from_np(self._value.dtype), doc="The element type, a tapejax DType.")  # type: ignore[attr-defined]
 Tensor.ndim = property(lambda self: self._value.ndim)  # type: ignore[attr-defined]
-Tensor.device = property(lambda self: str(next(iter(self._value.devices()))))  # type: ignore[attr-defined]
+Tensor.device = property(  # type: ignore[attr-defined]
+    lambda self: "/job:localhost/replica:0/task:0/device:CPU:0" if is_string_value(self._value)
+    else str(next(iter(self._value.devices())))
+)
 Tensor.__repr__ = _t_repr  # type: ignore[method-assign]
 Tensor.__str__ = _t_str  # type: ignore[method-assign]
 Tensor.__format__ = _t_format  # type: ignore[method-assign]
@@ -188,6 +290,14 @@ Tensor.__index__ = _t_index  # type: ignore[attr-defined]
 Tensor.__array__ = _t_array  # type: ignore[attr-defined]
 Tensor.__array_priority__ = 100  # type: ignore[attr-defined]
 Tensor.__jax_array__ = lambda self: self._value  # type: ignore[attr-defined]
+def _t_set_shape(self: Tensor, shape: Any) -> None:
+    """TF's ``Tensor.set_shape``: an eager tensor's shape is known, so only check it."""
+    want = TensorShape(shape)
+    if not want.is_compatible_with(self._value.shape):
+        raise ValueError(f"Tensor's shape {TensorShape(self._value.shape)} is not compatible with supplied shape {want}.")
+
+
+Tensor.set_shape = _t_set_shape  # type: ignore[attr-defined]
 Tensor.ref = lambda self: Reference(self)  # type: ignore[attr-defined]
 Tensor.experimental_ref = Tensor.ref  # type: ignore[attr-defined]
 
@@ -209,6 +319,8 @@ jax.tree_util.register_pytree_node(Tensor, _flatten_tensor, _unflatten_tensor)
 def _infer_dtype(value: Any) -> np.dtype:
     """TF's inference for Python values: bool -> bool, int -> int32, float -> float32, complex -> complex128."""
     a = np.asarray(value)
+    if a.dtype.kind in "SU":
+        return np.dtype(object)
     if isinstance(value, np.ndarray | np.generic):
         return a.dtype
     k = a.dtype.kind
@@ -222,7 +334,32 @@ def _infer_dtype(value: Any) -> np.dtype:
         return np.dtype(np.float32)
     if k == "c":
         return np.dtype(np.complex128)
+    if k in "SU" or (k == "O" and _all_text(a)):
+        return np.dtype(object)
     raise TypeError(f"Cannot convert {value!r} to a tensor: unsupported element type {a.dtype}.")
+
+
+def _all_text(a: np.ndarray) -> bool:
+    return all(isinstance(x, str | bytes | np.str_ | np.bytes_) for x in a.reshape(-1))
+
+
+def to_bytes_array(value: Any) -> np.ndarray:
+    """A string tensor's storage: a NumPy object array of ``bytes`` (str is UTF-8 encoded, as in TF)."""
+    a = np.asarray(value, dtype=object)
+    flat = a.reshape(-1)
+    out = np.empty(flat.shape, dtype=object)
+    for i, x in enumerate(flat):
+        if isinstance(x, str | np.str_):
+            out[i] = str(x).encode("utf-8")
+        elif isinstance(x, bytes | np.bytes_):
+            out[i] = bytes(x)
+        else:
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype string")
+    return out.reshape(a.shape)
+
+
+def is_string_value(v: Any) -> bool:
+    return isinstance(v, np.ndarray) and v.dtype == object
 
 
 def _check_cast(value: Any, src: np.dtype, dst: np.dtype) -> None:
@@ -237,6 +374,14 @@ def _check_cast(value: Any, src: np.dtype, dst: np.dtype) -> None:
 
 
 def _to_array(value: Any, dtype: DType | None) -> jax.Array:
+    if dtype is not None and dtype._np == np.dtype(object):
+        if isinstance(value, jax.Array):
+            raise ValueError(f"Tensor conversion requested dtype string for Tensor with dtype {from_np(value.dtype).name}")
+        return to_bytes_array(value)  # type: ignore[return-value]
+    if is_string_value(value):
+        if dtype is not None:
+            raise ValueError(f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype string")
+        return value  # type: ignore[return-value]
     if isinstance(value, jax.Array):
         src = value.dtype
     else:
@@ -245,6 +390,10 @@ def _to_array(value: Any, dtype: DType | None) -> jax.Array:
             src = value.dtype
         else:
             src = _infer_dtype(value)
+    if src == np.dtype(object):
+        if dtype is not None:
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")
+        return to_bytes_array(value)  # type: ignore[return-value]
     if dtype is None:
         src = _narrow_ints(value, src)
         check_width(src, "Converting a value of dtype")
@@ -331,6 +480,12 @@ def convert_to_tensor(value: Any, dtype: Any = None, dtype_hint: Any = None, nam
                 f"{t.dtype.name}. Use tf.cast to change a tensor's dtype."
             )
         return t
+    conv = _COMPOSITES.get(type(value), False)
+    if conv is not False:
+        if conv is None:
+            raise ValueError(f"Attempt to convert a value ({value!r}) with an unsupported type ({type(value)}) to a "
+                             "Tensor. Use tf.sparse.to_dense to make a dense tensor of it.")
+        return convert_to_tensor(conv(value), dtype=dtype, name=name)
     if value is None:
         raise ValueError("Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) to a Tensor.")
     d = as_dtype(dtype) if dtype is not None else None
@@ -356,6 +511,8 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
     """
     if isinstance(value, Tensor | VariableBase):
         arr = value._value
+        if dtype is not None and as_dtype(dtype)._np != arr.dtype and (is_string_value(arr) or as_dtype(dtype)._np == object):
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {as_dtype(dtype).name}")
         if dtype is not None and as_dtype(dtype)._np != arr.dtype:
             check_width(as_dtype(dtype)._np, "Requested dtype")
             arr = arr.astype(as_dtype(dtype)._np)
@@ -363,7 +520,9 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
         arr = _to_array(value, as_dtype(dtype) if dtype is not None else None)
     if shape is not None:
         shape = tuple(shape)
-        if arr.size == 1:
+        if is_string_value(arr):
+            arr = np.broadcast_to(arr.reshape(()), shape).copy() if arr.size == 1 else arr.reshape(shape)
+        elif arr.size == 1:
             arr = jnp.broadcast_to(arr.reshape(()), shape)
         elif int(np.prod(shape)) == arr.size:
             arr = arr.reshape(shape)
@@ -373,7 +532,16 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
     return Tensor(arr)
 
 
+# Composite tensors (SparseTensor, IndexedSlices; defined in the tf layer) register here:
+# class -> its dense conversion (None: TF refuses to convert it, as for SparseTensor).
+_COMPOSITES: dict[type, Any] = {}
+
+
+def register_composite(cls: type, to_dense: Any) -> None:
+    _COMPOSITES[cls] = to_dense
+
+
 def is_tensor(x: Any) -> bool:
-    """True for tapejax Tensors and Variables (``tf.is_tensor``)."""
-    return isinstance(x, Tensor | VariableBase)
+    """True for tapejax Tensors, Variables and composite tensors (``tf.is_tensor``)."""
+    return isinstance(x, Tensor | VariableBase) or type(x) in _COMPOSITES
 

@@ -847,6 +847,11 @@ def _check_range(idx: Any, bound: int, opname: str) -> None:
     c = _concrete(idx)
     if c is None or c.size == 0:
         return
+    if c.ndim == 0:
+        # A scalar index (tf.gather(params, 1)): np.nonzero refuses 0-d arrays.
+        if not 0 <= int(c) < bound:
+            raise errors.InvalidArgumentError(f"indices = {int(c)} is not in [0, {bound}) [Op:{opname}]")
+        return
     bad = np.nonzero((c < 0) | (c >= bound))
     if bad[0].size:
         first = tuple(int(b[0]) for b in bad)
@@ -1100,7 +1105,8 @@ def unique(x: Any, out_idx: Any = "int32", name: str | None = None) -> Unique:
     rank_of = np.empty_like(order)
     rank_of[order] = np.arange(order.size)
     y = c[np.sort(first)]
-    return Unique(Tensor(jnp.asarray(y)), Tensor(jnp.asarray(rank_of[inv.reshape(-1)].astype(as_dtype(out_idx)._np))))
+    # strings stay on the host
+    return Unique(Tensor(y if y.dtype == object else jnp.asarray(y)), Tensor(jnp.asarray(rank_of[inv.reshape(-1)].astype(as_dtype(out_idx)._np))))
 
 
 def searchsorted(sorted_sequence: Any, values: Any, side: str = "left", out_type: Any = "int32", name: str | None = None) -> Tensor:

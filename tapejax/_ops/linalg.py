@@ -532,6 +532,55 @@ def set_diag(input: Any, diagonal: Any, name: str = "set_diag", k: int = 0, alig
     return bind(_set_diag_p, x, d, k=int(k))
 
 
+def _tensor_diag_impl(d: Any) -> Any:
+    n = d.size
+    flat = jnp.zeros((n, n), d.dtype).at[jnp.arange(n), jnp.arange(n)].set(d.reshape(-1))
+    return flat.reshape(d.shape + d.shape)
+
+
+_tensor_diag_p = prim("tensor_diag", _tensor_diag_impl)
+
+
+def tensor_diag(diagonal: Any, name: str | None = None) -> Tensor:
+    """A rank-2k tensor with ``diagonal`` (rank k) on its diagonal, as ``tf.linalg.tensor_diag``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.linalg.tensor_diag(tf.constant([1.0, 2.0])).numpy().tolist()
+        [[1.0, 0.0], [0.0, 2.0]]
+    """
+    return bind(_tensor_diag_p, _as_t(diagonal))
+
+
+def _tensor_diag_part_impl(x: Any) -> Any:
+    k = x.ndim // 2
+    shape = x.shape[:k]
+    n = int(np.prod(shape, dtype=np.int64))
+    m = x.reshape(n, n)
+    return m[jnp.arange(n), jnp.arange(n)].reshape(shape)
+
+
+_tensor_diag_part_p = prim("tensor_diag_part", _tensor_diag_part_impl)
+
+
+def tensor_diag_part(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+    """The diagonal of a rank-2k tensor whose shape is ``s + s``, as ``tf.linalg.tensor_diag_part``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.linalg.tensor_diag_part(tf.constant([[1.0, 5.0], [7.0, 2.0]])).numpy().tolist()
+        [1.0, 2.0]
+    """
+    x = _as_t(input)
+    s = tuple(x._value.shape)
+    k = len(s) // 2
+    if len(s) % 2 or s[:k] != s[k:]:
+        raise errors.InvalidArgumentError(
+            f"Invalid shape {list(s)}: dimensions i and i + rank/2 must match (the input must be tensor_diag's output "
+            "shape, diagonal.shape + diagonal.shape) [Op:DiagPart]")
+    return bind(_tensor_diag_part_p, x)
+
+
 _trace_p = prim("trace", lambda x: jnp.trace(x, axis1=-2, axis2=-1))
 
 
@@ -598,6 +647,8 @@ def cross(a: Any, b: Any, name: str | None = None) -> Tensor:
 _export(diag, "linalg.diag", jax_name="jax.Array.at[].set on a diagonal")
 _export(diag_part, "linalg.diag_part", jax_name="jax.numpy.diagonal")
 _export(set_diag, "linalg.set_diag", jax_name="jax.Array.at[].set")
+_export(tensor_diag, "linalg.tensor_diag", jax_name="jax.Array.at[].set on a flattened diagonal")
+_export(tensor_diag_part, "linalg.tensor_diag_part", jax_name="fancy indexing of the flattened diagonal")
 _export(trace, "linalg.trace", jax_name="jax.numpy.trace")
 _export(matrix_transpose, "linalg.matrix_transpose", jax_name="jax.numpy.swapaxes")
 _export(adjoint, "linalg.adjoint", jax_name="jax.numpy.conj(swapaxes)")

@@ -15,6 +15,7 @@ from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
 from .._engine import _interpret, _replay, _tiers
 from .._ops._dtypes import INEXACT, from_np
+from .._ops._machinery import EXPORTS
 from .._ops._tensor import convert_to_tensor
 from .._ops.array import zeros_like
 from . import _jacobian, _tape_common
@@ -271,13 +272,14 @@ class GradientTape:
         for s, c, d in zip(flat_sources, sl.connected, diff_sources):
             if c:
                 out.append(next(it))
-            elif not d and any(_same(s, t) for t in flat_targets):
-                # TF: a non-float source that is itself a target still gets ones.
+            elif not d and s._value.dtype != object and any(_same(s, t) for t in flat_targets):
+                # TF: a non-float source that is itself a target still gets ones (never a string: None).
                 out.append(Tensor(jnp.ones(s._value.shape, s._value.dtype)))
             elif ug is UnconnectedGradients.ZERO:
                 # TF fills with zeros_like(source): an op, so a tape outside that watches the
                 # source can take gradients with respect to this zero.
-                out.append(zeros_like(s))
+                # (a string source gets TF's b"" zeros: the table's zeros_like knows strings)
+                out.append(zeros_like(s) if s._value.dtype != object else EXPORTS["zeros_like"](s))
             else:
                 out.append(None)
         if _config.explain_none_gradients and any(g is None for g in out):

@@ -19,6 +19,8 @@ def _scalar_text(v: Any) -> str:
         return s[:-2] if s.endswith(".0") else s
     if isinstance(v, np.bool_):
         return "1" if v else "0"
+    if isinstance(v, bytes):
+        return '"' + v.decode("utf-8", "replace") + '"'  # a string tensor's element, as TF prints it
     return str(v)
 
 

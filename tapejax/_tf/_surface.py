@@ -47,6 +47,18 @@ newaxis = None
 half = float16
 double = float64
 
+# ---- module branch (issue 17): tf.Module, name scopes, nest, utilities ----
+from .. import image, io, nest, sparse, strings, train  # noqa: E402
+from ._composite import IndexedSlices, SparseTensor  # noqa: E402
+from .._ops._dtypes import string  # noqa: E402
+from ._module import Module  # noqa: E402
+from ._name_scope import name_scope  # noqa: E402
+from ._utils import device, get_static_value, grad_pass_through, identity_n, numpy_function, py_function  # noqa: E402
+
+_MODULE_BRANCH = ["image", "io", "nest", "sparse", "strings", "train", "string", "IndexedSlices", "SparseTensor", "Module", "name_scope", "device", "get_static_value", "grad_pass_through", "identity_n",
+                  "numpy_function", "py_function"]
+# ---- end module branch ----
+
 _OPS = _populate(globals(), "")  # top-level ops from the table: tf.sin, tf.reduce_sum, ...
 
 __all__ = sorted(
@@ -61,5 +73,6 @@ __all__ = sorted(
         "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
         "newaxis", "half", "double",
         *_OPS,
+        *_MODULE_BRANCH,
     }
 )

@@ -12,6 +12,7 @@ from .._core._recorder import Tensor, VariableBase, _next_id, read_variable, tou
 from .._ops._dtypes import DType, as_dtype, from_np
 from .._ops._machinery import cast
 from .._ops._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor
+from ._name_scope import current_scope
 
 __all__ = ["Variable"]
 
@@ -63,7 +64,9 @@ class Variable(VariableBase):
         else:
             value = convert_to_tensor(initial_value, dtype=dtype)._value
         super().__init__(value, bool(trainable) if trainable is not None else True)
-        self._name = (name or "Variable") + ":0" if name is None or ":" not in name else name
+        # TF prefixes the active tf.name_scope (eagerly never uniquified: two 'w' are both 'w:0').
+        base = name if name is not None and ":" in name else current_scope() + (name or "Variable") + ":0"
+        self._name = base
         if shape is not None:
             s = TensorShape(shape)
             if not s.is_compatible_with(value.shape):
@@ -91,7 +94,9 @@ class Variable(VariableBase):
                 "numpy() is only available when eager execution is enabled: inside a compiled tapejax.function "
                 "step the variable's value is symbolic. Return it from the step, or use tf.print."
             )
-        return np.asarray(v)
+        a = np.asarray(v)
+        # A scalar string variable gives bytes, as TF (numbers keep their 0-d array form here).
+        return a[()] if a.dtype == object and a.ndim == 0 else a
 
     @property
     def dtype(self) -> DType:

@@ -1,0 +1,524 @@
+"""String tensors (``tf.string``) and ``tf.strings``.
+
+A string tensor holds a NumPy object array of ``bytes`` on the host (JAX has no string
+type); it is never differentiable and a tape never records it. The structural ops
+(reshape, gather, concat, stack, where, indexing, ...) work on it unchanged: they run
+on an integer array of element indices and the result picks the strings by index.
+``+`` concatenates and ``==``/``!=`` compare elementwise, as in TF.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import errors
+from .._core._recorder import Tensor, VariableBase, read_variable
+from ._dtypes import as_dtype
+from ._machinery import EXPORTS, OPS, PRIMS, _export
+from ._tensor import convert_to_tensor, is_string_value, to_bytes_array
+
+__all__ = [
+    "as_string",
+    "format",
+    "join",
+    "length",
+    "lower",
+    "reduce_join",
+    "regex_replace",
+    "split",
+    "string_to_number",
+    "strip",
+    "substr",
+    "to_number",
+    "upper",
+]
+
+# Ops that only move, copy or select elements: correct on strings through element indices.
+_STRUCTURAL = ("reshape", "transpose", "stack", "concat", "unstack", "split", "squeeze", "expand_dims", "tile",
+               "broadcast_to", "reverse", "slice", "roll", "repeat", "gather", "gather_nd", "where",
+               "boolean_mask", "getitem", "identity", "pad")
+
+
+def _by_index(impl: Callable) -> Callable:
+    def run(*args: Any, **params: Any) -> Any:
+        if not any(is_string_value(a) for a in args):
+            return impl(*args, **params)
+        # Element indices start at 1: an index 0 (a pad or fill value) reads b"", TF's zero for strings.
+        table, new, off = [np.array([b""], dtype=object)], [], 1
+        for a in args:
+            if is_string_value(a):
+                new.append(jnp.arange(off, off + a.size, dtype=jnp.int32).reshape(a.shape))
+                table.append(a.reshape(-1))
+                off += a.size
+            else:
+                new.append(a)
+        flat = np.concatenate(table)
+        out = impl(*new, **params)
+
+        def pick(o: Any) -> Any:
+            idx = np.asarray(o)
+            res = flat[np.where((idx > 0) & (idx < flat.size), idx, 0)]
+            return np.asarray(res, dtype=object).reshape(idx.shape)
+
+        return tuple(pick(o) for o in out) if isinstance(out, tuple | list) else pick(out)
+
+    run.__wrapped__ = impl  # type: ignore[attr-defined]
+    return run
+
+
+for _name in _STRUCTURAL:
+    if _name in PRIMS:
+        PRIMS[_name].impl = _by_index(PRIMS[_name].impl)
+
+
+def _is_str_operand(x: Any) -> bool:
+    if isinstance(x, Tensor | VariableBase):
+        return is_string_value(x._value)
+    if isinstance(x, str | bytes):
+        return True
+    if isinstance(x, list | tuple | np.ndarray):
+        a = np.asarray(x, dtype=object) if not isinstance(x, np.ndarray) else x
+        return a.dtype.kind in "SUO" and a.size > 0 and all(isinstance(e, str | bytes) for e in a.reshape(-1))
+    return False
+
+
+def _host_value(t: Any) -> np.ndarray:
+    """The value of a tensor a string op reads: strings live on the host, so never a traced one."""
+    v = t._value
+    if isinstance(v, jax.core.Tracer):
+        raise TypeError(
+            "String ops run on the host and cannot read a traced value inside a compiled tapejax.function step "
+            "(JAX has no string type): return the numbers from the step and make the strings outside it.")
+    return np.asarray(v)
+
+
+def _str_array(x: Any) -> np.ndarray:
+    if isinstance(x, VariableBase):
+        x = read_variable(x)  # a read, which a recording tape watches as TF's does (never differentiated)
+    if isinstance(x, Tensor):
+        v = _host_value(x)
+        if not is_string_value(v):
+            raise errors.InvalidArgumentError(
+                f"cannot compute a string op on a {x.dtype.name} tensor: convert it with tf.strings.as_string first.")
+        return v
+    return convert_to_tensor(x, dtype="string")._value
+
+
+def _elementwise(fn: Callable, *arrays: np.ndarray, otype: Any = object) -> np.ndarray:
+    return np.frompyfunc(fn, len(arrays), 1)(*arrays).astype(otype) if arrays[0].size or len(arrays) > 1 else \
+        np.asarray(fn(*[a.item() for a in arrays])).astype(otype)
+
+
+def _wrap_binary(name: str, string_fn: Callable, otype: Any) -> None:
+    numeric = OPS[name]
+
+    def op(x: Any, y: Any, name: str | None = None) -> Tensor:
+        if _is_str_operand(x) or _is_str_operand(y):
+            a, b = _str_array(x), _str_array(y)
+            r = np.frompyfunc(string_fn, 2, 1)(a, b)
+            r = np.asarray(r, dtype=object)
+            return Tensor(r if otype is object else jnp.asarray(r.astype(otype)))
+        return numeric(x, y)
+
+    op.__name__ = op.__qualname__ = getattr(numeric, "__name__", name)
+    op.__doc__ = numeric.__doc__
+    OPS[name] = op
+    for k, f in list(EXPORTS.items()):
+        if f is numeric:
+            EXPORTS[k] = op
+
+
+def _wrap_export(name: str, string_fn: Callable) -> None:
+    numeric = OPS.get(name) or EXPORTS[name]
+
+    def op(*args: Any, **kwargs: Any) -> Any:
+        first = args[0] if args else next(iter(kwargs.values()))
+        if _is_str_operand(first):
+            return string_fn(*args, **kwargs)
+        return numeric(*args, **kwargs)
+
+    op.__name__ = op.__qualname__ = getattr(numeric, "__name__", name)
+    op.__doc__ = numeric.__doc__
+    if name in OPS:
+        OPS[name] = op
+    for k, f in list(EXPORTS.items()):
+        if f is numeric:
+            EXPORTS[k] = op
+
+
+def _identity(input: Any, name: str | None = None) -> Tensor:
+    return Tensor(_str_array(input))
+
+
+def _zeros_like(input: Any, dtype: Any = None, name: str | None = None, **_: Any) -> Tensor:
+    a = _str_array(input)
+    return _out(np.full(a.shape, b"", dtype=object))
+
+
+def _ones_like(input: Any, dtype: Any = None, name: str | None = None, **_: Any) -> Tensor:
+    raise errors.InvalidArgumentError("OnesLike has no string kernel: ones_like of a string tensor is undefined.")
+
+
+_wrap_export("identity", _identity)
+_wrap_export("zeros_like", _zeros_like)
+_wrap_export("ones_like", _ones_like)
+
+_fill_numeric = EXPORTS["fill"]
+
+
+def _fill(dims: Any, value: Any, name: str | None = None, **kw: Any) -> Tensor:
+    if _is_str_operand(value):
+        shape = tuple(int(d) for d in np.asarray(dims.numpy() if hasattr(dims, "numpy") else dims).reshape(-1))
+        return _out(np.full(shape, _str_array(value).item(), dtype=object))
+    return _fill_numeric(dims, value, name=name, **kw)
+
+
+_fill.__name__ = "fill"
+_fill.__doc__ = _fill_numeric.__doc__
+for _k, _f in list(EXPORTS.items()):
+    if _f is _fill_numeric:
+        EXPORTS[_k] = _fill
+
+_wrap_binary("add", operator.add, object)
+_wrap_binary("equal", operator.eq, np.bool_)
+_wrap_binary("not_equal", operator.ne, np.bool_)
+
+
+def _out(a: np.ndarray) -> Tensor:
+    return Tensor(np.asarray(a, dtype=object))
+
+
+def _map(fn: Callable, a: np.ndarray, otype: Any = object) -> np.ndarray:
+    flat = [fn(x) for x in a.reshape(-1)]
+    return np.asarray(flat, dtype=otype).reshape(a.shape) if flat else np.empty(a.shape, otype)
+
+
+# ---- tf.strings ------------------------------------------------------------------------------
+
+
+def join(inputs: Any, separator: str = "", name: str | None = None) -> Tensor:
+    """Join strings elementwise (with broadcasting), as ``tf.strings.join``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.join(["a", tf.constant(["x", "y"])], separator="-").numpy().tolist()
+        [b'a-x', b'a-y']
+    """
+    arrays = np.broadcast_arrays(*[_str_array(x) for x in inputs])
+    sep = separator.encode() if isinstance(separator, str) else separator
+    if not arrays:
+        return _out(np.asarray(b"", dtype=object))
+    flat = [sep.join(parts) for parts in zip(*[a.reshape(-1) for a in arrays])]
+    return _out(np.asarray(flat, dtype=object).reshape(arrays[0].shape) if flat else np.empty(arrays[0].shape, object))
+
+
+def _scalar_text(v: Any) -> str:
+    # TF's summaries (shared with tf.print): floats without a trailing ".0", bools as 1/0, strings quoted.
+    if isinstance(v, np.floating):
+        s = str(v)
+        return s.removesuffix(".0")
+    if isinstance(v, np.bool_ | bool):
+        return "1" if v else "0"
+    if isinstance(v, bytes):
+        return '"' + v.decode("utf-8", "replace") + '"'
+    return str(v)
+
+
+def _summary(a: np.ndarray, summarize: int, indent: int = 0) -> str:
+    if a.ndim == 0:
+        return _scalar_text(a[()])
+    n = a.shape[0]
+    idx: list = list(range(n))
+    if summarize >= 0 and n > 2 * summarize:
+        idx = list(range(summarize)) + [None] + list(range(n - summarize, n))
+    if a.ndim == 1:
+        return "[" + " ".join("..." if i is None else _scalar_text(a[i]) for i in idx) + "]"
+    sep = "\n" + " " * (indent + 1)
+    return "[" + sep.join("..." if i is None else _summary(a[i], summarize, indent + 1) for i in idx) + "]"
+
+
+def format(template: str, inputs: Any, placeholder: str = "{}", summarize: int = 3, name: str | None = None) -> Tensor:
+    """Fill ``{}`` placeholders with tensor summaries, as ``tf.strings.format``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.format("x={}", tf.constant([1, 2, 3])).numpy()
+        b'x=[1 2 3]'
+    """
+    ins = list(inputs) if isinstance(inputs, list | tuple) else [inputs]
+    parts = template.split(placeholder)
+    if len(parts) - 1 != len(ins):
+        raise errors.InvalidArgumentError(
+            f"num placeholders in template and num inputs must match: {len(parts) - 1} vs. {len(ins)}")
+    out = parts[0]
+    for t, p in zip(ins, parts[1:]):
+        out += _summary(_host_value(convert_to_tensor(t)), summarize) + p
+    return _out(np.asarray(out.encode("utf-8"), dtype=object))
+
+
+def as_string(input: Any, precision: int = -1, scientific: bool = False, shortest: bool = False, width: int = -1,
+              fill: str = "", name: str | None = None) -> Tensor:
+    """Format numbers (or bools) as strings, as ``tf.strings.as_string`` (floats with 6 decimals).
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.as_string(tf.constant([1.5, 2.0])).numpy().tolist()
+        [b'1.500000', b'2.000000']
+    """
+    t = convert_to_tensor(input)
+    a = _host_value(t)
+    if is_string_value(a):
+        return t  # TF 2.21's AsString passes strings through
+    if a.dtype.kind == "b":
+        fmt: Callable = lambda x: b"true" if x else b"false"
+    elif a.dtype.kind in "iu":
+        fmt = lambda x: f"{int(x):{fill}{width if width > 0 else ''}d}".encode()
+    else:
+        spec = ("e" if scientific else ("g" if shortest else "f"))
+        prec = f".{precision}" if precision >= 0 else ("" if shortest else ".6")
+        fmt = lambda x: f"{float(x):{fill}{width if width > 0 else ''}{prec}{spec}}".encode()
+    return _out(_map(fmt, a))
+
+
+def to_number(string_tensor: Any, out_type: Any = "float32", name: str | None = None) -> Tensor:
+    """Parse numbers, as ``tf.strings.to_number`` (InvalidArgumentError for text that is not one).
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.to_number(tf.constant(["1.5", "2"])).numpy().tolist()
+        [1.5, 2.0]
+    """
+    a = _str_array(string_tensor)
+    d = as_dtype(out_type)
+
+    def parse(x: bytes) -> Any:
+        s = x.decode("utf-8", "replace").strip()
+        try:
+            return int(s) if d.is_integer else float(s)
+        except ValueError:
+            raise errors.InvalidArgumentError(f"StringToNumberOp could not correctly convert string: {s}") from None
+
+    return Tensor(jnp.asarray(_map(parse, a, d._np)))
+
+
+string_to_number = to_number
+
+
+def length(input: Any, unit: str = "BYTE", name: str | None = None) -> Tensor:
+    """Lengths in bytes (or ``unit="UTF8_CHAR"``: characters), as ``tf.strings.length``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.length(tf.constant(["abc", "é"])).numpy().tolist()
+        [3, 2]
+    """
+    a = _str_array(input)
+    if unit not in ("BYTE", "UTF8_CHAR"):
+        raise ValueError(f"unit must be one of BYTE, UTF8_CHAR, got {unit!r}")
+    f = (lambda x: len(x)) if unit == "BYTE" else (lambda x: len(x.decode("utf-8", "replace")))
+    return Tensor(jnp.asarray(_map(f, a, np.int32)))
+
+
+def split(input: Any, sep: Any = None, maxsplit: int = -1, name: str | None = None) -> Tensor:
+    """Split a scalar string into a 1-D string tensor, as ``tf.strings.split`` (whitespace by default).
+
+    TF returns a RaggedTensor for a batch of strings; tapejax has no ragged tensors, so
+    only a scalar input is accepted (NotImplementedError otherwise).
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.split(tf.constant("a,b,,c"), sep=",").numpy().tolist()
+        [b'a', b'b', b'', b'c']
+    """
+    a = _str_array(input)
+    if a.ndim != 0:
+        raise NotImplementedError("tf.strings.split of a batch of strings returns a RaggedTensor in TF, which tapejax "
+                                  "does not have: split each scalar string, or use Python's bytes.split on .numpy().")
+    s = a.item()
+    if sep is None or sep == "":
+        parts = s.split(None, maxsplit) if maxsplit >= 0 else s.split()
+    else:
+        b = sep.encode() if isinstance(sep, str) else sep
+        parts = s.split(b, maxsplit)
+    return _out(np.asarray(parts, dtype=object).reshape(-1) if parts else np.empty((0,), object))
+
+
+def _bytes_map(fn: Callable) -> Callable:
+    def op(input: Any, encoding: str = "", name: str | None = None) -> Tensor:
+        return _out(_map(fn, _str_array(input)))
+
+    return op
+
+
+lower = _bytes_map(lambda x: x.lower())
+upper = _bytes_map(lambda x: x.upper())
+lower.__name__, upper.__name__ = "lower", "upper"
+lower.__doc__ = """ASCII letters to lower case (other bytes unchanged), as ``tf.strings.lower``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.lower(tf.constant("AbC")).numpy()
+        b'abc'
+    """
+upper.__doc__ = """ASCII letters to upper case (other bytes unchanged), as ``tf.strings.upper``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.upper(tf.constant("abc")).numpy()
+        b'ABC'
+    """
+
+
+def strip(input: Any, name: str | None = None) -> Tensor:
+    """Strip leading and trailing whitespace, as ``tf.strings.strip``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.strip(tf.constant(" a ")).numpy()
+        b'a'
+    """
+    return _out(_map(lambda x: x.strip(), _str_array(input)))
+
+
+def reduce_join(inputs: Any, axis: Any = None, keepdims: bool = False, separator: str = "", name: str | None = None) -> Tensor:
+    """Join the strings along ``axis`` (all of them by default), as ``tf.strings.reduce_join``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.reduce_join(tf.constant(["a", "bc"]), separator=",").numpy()
+        b'a,bc'
+    """
+    a = _str_array(inputs)
+    sep = separator.encode() if isinstance(separator, str) else separator
+    axes = tuple(range(a.ndim)) if axis is None else tuple(int(x) % max(a.ndim, 1) for x in np.atleast_1d(axis))
+    moved = np.moveaxis(a, axes, tuple(range(a.ndim - len(axes), a.ndim)))
+    keep = moved.shape[: a.ndim - len(axes)]
+    rows = moved.reshape(keep + (-1,))
+    out = np.empty(keep, dtype=object)
+    for idx in np.ndindex(*keep):
+        out[idx] = sep.join(rows[idx])
+    if keepdims:
+        out = np.expand_dims(out, axes)
+    return _out(out)
+
+
+def substr(input: Any, pos: int, len: int, unit: str = "BYTE", name: str | None = None) -> Tensor:
+    """The substring at ``pos`` of length ``len`` (bytes), as ``tf.strings.substr``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.substr(tf.constant("hello"), 1, 3).numpy()
+        b'ell'
+    """
+    p, n = int(pos), int(len)
+    return _out(_map(lambda x: x[p:p + n] if p >= 0 else x[p:][:n], _str_array(input)))
+
+
+def regex_replace(input: Any, pattern: str, rewrite: str, replace_global: bool = True, name: str | None = None) -> Tensor:
+    """Replace matches of ``pattern`` (Python's ``re``, close to TF's RE2) with ``rewrite``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.regex_replace(tf.constant("hello"), "l+", "L").numpy()
+        b'heLo'
+    """
+    rx = re.compile(pattern.encode() if isinstance(pattern, str) else pattern)
+    rw = rewrite.encode() if isinstance(rewrite, str) else rewrite
+    rw = re.sub(rb"\\(\d)", rb"\\g<\1>", rw)
+    return _out(_map(lambda x: rx.sub(rw, x, count=0 if replace_global else 1), _str_array(input)))
+
+
+def _scalar_only(a: np.ndarray, op: str) -> bytes:
+    if a.ndim != 0:
+        raise NotImplementedError(f"tf.strings.{op} of a batch of strings returns a RaggedTensor in TF, which tapejax "
+                                  "does not have: apply it to each scalar string.")
+    return a.item()
+
+
+def bytes_split(input: Any, name: str | None = None) -> Tensor:
+    """The bytes of a scalar string, one per element, as ``tf.strings.bytes_split``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.bytes_split(tf.constant("Duck")).numpy().tolist()
+        [b'D', b'u', b'c', b'k']
+    """
+    b = _scalar_only(_str_array(input), "bytes_split")
+    return _out(np.asarray([b[i:i + 1] for i in range(len(b))], dtype=object).reshape(-1))
+
+
+def unicode_split(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,
+                  name: str | None = None) -> Tensor:
+    """The characters of a scalar string, each UTF-8 encoded, as ``tf.strings.unicode_split``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.unicode_split(tf.constant("né"), "UTF-8").numpy().tolist()
+        [b'n', b'\xc3\xa9']
+    """
+    text = _scalar_only(_str_array(input), "unicode_split").decode(input_encoding.lower().replace("_", "-"), "replace")
+    return _out(np.asarray([c.encode("utf-8") for c in text], dtype=object).reshape(-1))
+
+
+def unicode_decode(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,
+                   replace_control_characters: bool = False, name: str | None = None) -> Tensor:
+    """The code points of a scalar string (int32), as ``tf.strings.unicode_decode``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.unicode_decode(tf.constant("né"), "UTF-8").numpy().tolist()
+        [110, 233]
+    """
+    text = _scalar_only(_str_array(input), "unicode_decode").decode(input_encoding.lower().replace("_", "-"), "replace")
+    return Tensor(jnp.asarray(np.asarray([ord(c) for c in text], np.int32).reshape(-1)))
+
+
+def unicode_encode(input: Any, output_encoding: str, errors: str = "replace", replacement_char: int = 65533,
+                   name: str | None = None) -> Tensor:
+    """Encode code points (the last axis) into strings, as ``tf.strings.unicode_encode``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.strings.unicode_encode(tf.constant([110, 233]), "UTF-8").numpy()
+        b'n\xc3\xa9'
+    """
+    a = _host_value(convert_to_tensor(input)).astype(np.int64)
+    enc = output_encoding.lower().replace("_", "-")
+    rows = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+    out = np.asarray(["".join(chr(int(c)) for c in r).encode(enc) for r in rows], dtype=object)
+    return _out(out.reshape(a.shape[:-1]) if a.ndim else out.reshape(()))
+
+
+def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixed_length: Any = None,
+               name: str | None = None) -> Tensor:
+    """Reinterpret the bytes of each string as numbers of ``out_type``, as ``tf.io.decode_raw``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.io.decode_raw(tf.constant("Duck"), tf.uint8).numpy().tolist()
+        [68, 117, 99, 107]
+    """
+    a = _str_array(input_bytes)
+    d = as_dtype(out_type)
+    dt = d._np.newbyteorder("<" if little_endian else ">")
+    rows = [np.frombuffer(b, dtype=dt).astype(d._np) for b in a.reshape(-1)]
+    if len({r.size for r in rows}) > 1:
+        raise errors.InvalidArgumentError("DecodeRaw requires input strings to all be the same size")
+    n = rows[0].size if rows else 0
+    return Tensor(jnp.asarray(np.stack(rows).reshape(a.shape + (n,)) if rows else np.zeros(a.shape + (0,), d._np)))
+
+
+_export(decode_raw, "io.decode_raw")
+for _f in (join, format, as_string, to_number, length, split, lower, upper, strip, reduce_join, substr, regex_replace,
+           bytes_split, unicode_split, unicode_decode, unicode_encode):
+    _export(_f, f"strings.{_f.__name__}")
+_export(as_string, "as_string")
+_export(to_number, "strings.string_to_number")
+__all__ += ["to_bytes_array"]
