@@ -36,11 +36,18 @@ from jax import lax
 
 from .. import errors
 from .._core import _recorder as _core
-from .._core._recorder import Primitive, Tensor, VariableBase, bind, read_variable, state
+from .._core._recorder import (
+    Primitive,
+    Tensor,
+    VariableBase,
+    bind,
+    read_variable,
+    state,
+)
 from .._engine._interpret import handle
 from .._ops._tensor import convert_to_tensor
 
-__all__ = ["cond", "case", "switch_case", "while_loop"]
+__all__ = ["case", "cond", "switch_case", "while_loop"]
 
 
 # --------------------------------------------------------------------------
@@ -338,15 +345,11 @@ def _lowered_switch(index: Any, fns: Sequence[Callable], api: str) -> Any:
     first = traced[0]
     for k, t in enumerate(traced[1:], 1):
         if t.out_tree != first.out_tree:
-            if api == "cond":
-                raise ValueError(
-                    "true_fn and false_fn arguments to tf.cond must have the same number, type, and overall "
-                    f"structure of return values.\n\ntrue_fn output: {first.out_tree}\nfalse_fn output: "
-                    f"{t.out_tree}"
-                )
-            raise ValueError(
-                f"The branches of {api} must return the same structure: branch 0 returned {first.out_tree}, "
-                f"branch {k} returned {t.out_tree}."
+            # TF raises TypeError for branches of different structure (with TF's own message).
+            raise TypeError(
+                f"true_fn and false_fn arguments to tf.cond must have the same number, type, and overall "
+                f"structure of return values.\n\n{api}: branch 0 returned {first.out_tree}, branch {k} returned "
+                f"{t.out_tree}."
             )
         for j in range(first.n_out):
             a, b = first.out_avals[j], t.out_avals[j]
@@ -436,7 +439,10 @@ def cond(pred: Any, true_fn: Callable | None = None, false_fn: Callable | None =
                 "must be a bool tensor inside tapejax.function (compare it, e.g. x > 0)."
             )
         if pt._value.ndim != 0:
-            raise ValueError(f"Shape must be rank 0 but is rank {pt._value.ndim} for the predicate of tf.cond.")
+            raise errors.InvalidArgumentError(
+                f"The predicate of tf.cond must be a scalar, but it has shape {_shape_str(pt._value.shape)}: "
+                "reduce it (tf.reduce_all / tf.reduce_any) first."
+            )
         idx = Tensor(jnp.where(pt._value, 1, 0).astype(jnp.int32))
         return _lowered_switch(idx, [false_fn, true_fn], "cond")
     # Eagerly TF runs the branch that Python truthiness picks.
@@ -680,22 +686,16 @@ def while_loop(cond: Callable, body: Callable, loop_vars: Any, shape_invariants:
         new_flat, new_tree = _flatten(new)
         if not _same_structure(tree, new_tree):
             _check_structure("tf.while_loop", tree, new_tree, "output of body")
-        for a, b_ in zip(flat, new_flat):
-            _check_same_type(a, b_)
+        if max_iter is not None and new_tree != tree:
+            # With maximum_iterations TF's eager loop also compares sequence types (list vs tuple).
+            raise TypeError(
+                "The two structures don't have the same nested structure: the output of body of "
+                f"tf.while_loop is {new_tree}, loop_vars are {tree} (with maximum_iterations, TF compares "
+                "list and tuple types too): return the same sequence types as loop_vars."
+            )
         lv, flat, tree = new, new_flat, new_tree
         n += 1
     return lv
-
-
-def _check_same_type(before: Any, after: Any) -> None:
-    a, b = _value(before), _value(after)
-    if a is None or b is None or not hasattr(b, "dtype") or not hasattr(a, "dtype"):
-        return
-    if np.dtype(a.dtype) != np.dtype(b.dtype):
-        raise TypeError(
-            f"Loop variable has dtype {np.dtype(a.dtype).name} on entry but the body returns "
-            f"{np.dtype(b.dtype).name}. A tf.while_loop variable must keep its dtype: cast the body's result."
-        )
 
 
 def _lowered_while(cond: Callable, body: Callable, tensors: list, tree: Any, max_iter: Any) -> Any:
@@ -737,6 +737,11 @@ def _lowered_while(cond: Callable, body: Callable, tensors: list, tree: Any, max
             )
     if fc.n_out != 1:
         raise TypeError("cond of tf.while_loop must return a single boolean scalar.")
+    if tuple(fc.out_avals[0].shape) != ():
+        raise errors.InvalidArgumentError(
+            f"The predicate of tf.while_loop must be a scalar, but it has shape {_shape_str(fc.out_avals[0].shape)}: "
+            "reduce it (tf.reduce_all / tf.reduce_any) first."
+        )
     ext = _Externals()
     cmap_b = ext.add_fn(fb)
     cmap_c = ext.add_fn(fc)

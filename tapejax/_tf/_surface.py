@@ -7,7 +7,18 @@ imports the package root back.
 
 from __future__ import annotations
 
-from .. import autodiff, bitwise, config, debugging, dtypes, errors, linalg, math, nn, random
+from .. import (
+    autodiff,
+    bitwise,
+    config,
+    debugging,
+    dtypes,
+    errors,
+    linalg,
+    math,
+    nn,
+    random,
+)
 from .._core._recorder import Tensor
 from .._engine._replay import cache_clear as replay_cache_clear
 from .._engine._replay import cache_info as replay_cache_info
@@ -17,7 +28,6 @@ from .._ops._dtypes import (
     DType,
     as_dtype,
     bfloat16,
-    bool_ as bool,  # noqa: A001  (TF's name)
     complex64,
     complex128,
     enable_x64,
@@ -34,10 +44,14 @@ from .._ops._dtypes import (
     uint64,
     x64_enabled,
 )
+from .._ops._dtypes import (
+    bool_ as bool,  # noqa: A001  (TF's name)
+)
 from .._ops._tensor import TensorShape, constant, convert_to_tensor, is_tensor
+from ._autodiff import custom_gradient, recompute_grad, stop_gradient
+
 # Control flow (tf.cond, tf.while_loop, ...): _tf/_control_flow.py.
 from ._control_flow import case, cond, switch_case, while_loop
-from ._autodiff import custom_gradient, recompute_grad, stop_gradient
 from ._explain import Explanation, NoneGradientCause, NoneGradientWarning, explain
 from ._function import Function, TensorSpec, function
 from ._gradient_tape import GradientTape, UnconnectedGradients

@@ -1,0 +1,306 @@
+"""Control flow against real TF: every snippet runs eagerly and inside ``tf.function`` on the TF
+side, eagerly and inside ``tapejax.function`` on ours; values, None-ness, dtypes, shapes,
+structures and exception classes must agree (``_seed_helpers.assert_same``)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+from _seed_helpers import assert_same, outcome
+
+import tapejax
+
+SNIPPETS: list = []
+
+
+def snippet(fn: Callable[[Any, Callable], Any]) -> Callable:
+    SNIPPETS.append(fn)
+    return fn
+
+
+def _eager(tf: Any) -> Callable:
+    return lambda f: f
+
+
+def _compiled(tf: Any) -> Callable:
+    return lambda f: tf.function(f, autograph=False)
+
+
+MODES = {"eager": _eager, "function": _compiled}
+
+
+# --- cond ---------------------------------------------------------------------------------------
+
+
+@snippet
+def cond_captures(tf, wrap):
+    w = tf.Variable(2.0)
+    u = tf.Variable(5.0)
+
+    def run(x):
+        with tf.GradientTape(persistent=True) as g:
+            g.watch(x)
+            y = tf.cond(x > 0, lambda: x * x * w, lambda: -x * u)
+        return [y, g.gradient(y, x), g.gradient(y, w), g.gradient(y, u)]
+
+    f = wrap(run)
+    return [f(tf.constant(3.0)), f(tf.constant(-2.0))]
+
+
+@snippet
+def cond_second_order(tf, wrap):
+    w = tf.Variable(1.5)
+
+    def run(x):
+        with tf.GradientTape() as g2:
+            g2.watch(x)
+            with tf.GradientTape() as g1:
+                g1.watch(x)
+                y = tf.cond(tf.reduce_sum(x) > 0, lambda: tf.reduce_sum(tf.sin(x) * x * w),
+                            lambda: tf.reduce_sum(x * x * x))
+            d1 = g1.gradient(y, x)
+        d2 = g2.gradient(d1, x)
+        return [y, d1, d2]
+
+    f = wrap(run)
+    return [f(tf.constant([0.5, 1.0])), f(tf.constant([-0.5, -1.0]))]
+
+
+@snippet
+def cond_nested_and_multi_output(tf, wrap):
+    def run(x, y):
+        with tf.GradientTape(persistent=True) as g:
+            g.watch([x, y])
+            a, (b, c) = tf.cond(x > y,
+                                lambda: (x * y, tf.cond(y > 0, lambda: (y * 2.0, x), lambda: (x * 3.0, y))),
+                                lambda: (x + y, (y * y, x * x)))
+            z = a + b * c
+        return [a, b, c, g.gradient(z, [x, y])]
+
+    f = wrap(run)
+    return [f(tf.constant(2.0), tf.constant(1.0)), f(tf.constant(2.0), tf.constant(-1.0)),
+            f(tf.constant(1.0), tf.constant(2.0))]
+
+
+@snippet
+def cond_python_values(tf, wrap):
+    def run(x):
+        return tf.cond(x > 0, lambda: tf.constant(1), lambda: tf.constant(2))
+
+    f = wrap(run)
+    return [f(tf.constant(1.0)), f(tf.constant(-1.0))]
+
+
+@snippet
+def cond_forward_accumulator(tf, wrap):
+    def run(x):
+        with tf.autodiff.ForwardAccumulator(x, tf.constant(1.0)) as acc:
+            y = tf.cond(x < 1.0, lambda: tf.exp(x) * x, lambda: x * 2.0)
+        return [y, acc.jvp(y)]
+
+    f = wrap(run)
+    return [f(tf.constant(0.5)), f(tf.constant(3.0))]
+
+
+@snippet
+def cond_assigns_variable(tf, wrap):
+    v = tf.Variable(1.0)
+
+    def run(x):
+        tf.cond(x > 0, lambda: v.assign_add(x), lambda: v.assign(-x))
+        return v.read_value()
+
+    f = wrap(run)
+    return [f(tf.constant(2.0)), f(tf.constant(-4.0)), v.read_value()]
+
+
+@snippet
+def cond_structure_mismatch(tf, wrap):
+    # Same number of values, other structure (TF raises an AssertionError for different counts).
+    f = wrap(lambda x: tf.cond(x > 0, lambda: {"a": x}, lambda: {"b": x}))
+    g = wrap(lambda x: tf.cond(x > 0, lambda: [x, x], lambda: (x, x)))
+    return [outcome(lambda _: f(tf.constant(1.0)), tf), outcome(lambda _: g(tf.constant(1.0)), tf)]
+
+
+@snippet
+def cond_dtype_mismatch(tf, wrap):
+    f = wrap(lambda x: tf.cond(x > 0, lambda: x, lambda: tf.cast(x, tf.float64)))
+    return f(tf.constant(1.0))
+
+
+# --- switch_case / case -------------------------------------------------------------------------
+
+
+@snippet
+def switch_case_grad(tf, wrap):
+    def run(i, x):
+        with tf.GradientTape() as g:
+            g.watch(x)
+            y = tf.switch_case(i, [lambda: x * 2.0, lambda: x * x, lambda: tf.sin(x)])
+        return [y, g.gradient(y, x)]
+
+    f = wrap(run)
+    return [f(tf.constant(k), tf.constant(1.5)) for k in (0, 1, 2, 7, -1)]
+
+
+@snippet
+def case_grad(tf, wrap):
+    def run(x):
+        with tf.GradientTape() as g:
+            g.watch(x)
+            y = tf.case([(x < 0.0, lambda: -x), (x < 2.0, lambda: x * x)], default=lambda: x * 3.0)
+        return [y, g.gradient(y, x)]
+
+    f = wrap(run)
+    return [f(tf.constant(v)) for v in (-1.0, 1.0, 5.0)]
+
+
+# --- while_loop ---------------------------------------------------------------------------------
+
+
+@snippet
+def while_basic(tf, wrap):
+    def run(n):
+        return tf.while_loop(lambda i, s: i < n, lambda i, s: (i + 1, s + tf.cast(i, tf.float32)),
+                             (tf.constant(0), tf.constant(0.0)))
+
+    f = wrap(run)
+    return [f(tf.constant(5)), f(tf.constant(0))]
+
+
+@snippet
+def while_gradient_max_iterations(tf, wrap):
+    w = tf.Variable(1.1)
+
+    def run(x):
+        with tf.GradientTape(persistent=True) as g:
+            g.watch(x)
+            i, s = tf.while_loop(lambda i, s: s < 10.0, lambda i, s: (i + 1, s * x * w),
+                                 (tf.constant(0), tf.constant(1.0)), maximum_iterations=20)
+        return [i, s, g.gradient(s, x), g.gradient(s, w)]
+
+    f = wrap(run)
+    return [f(tf.constant(2.0)), f(tf.constant(1.5))]
+
+
+@snippet
+def while_second_order(tf, wrap):
+    def run(x):
+        with tf.GradientTape() as g2:
+            g2.watch(x)
+            with tf.GradientTape() as g1:
+                g1.watch(x)
+                _, y = tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, tf.sin(y) * x),
+                                     [tf.constant(0), x], maximum_iterations=5)
+            d1 = g1.gradient(y, x)
+        return [y, d1, g2.gradient(d1, x)]
+
+    return wrap(run)(tf.constant(0.7))
+
+
+@snippet
+def while_nested_structure(tf, wrap):
+    def run(x):
+        def body(i, st):
+            return i + 1, {"a": st["a"] * 2.0, "b": (st["b"][0] + st["a"], st["b"][1])}
+
+        with tf.GradientTape() as g:
+            g.watch(x)
+            i, st = tf.while_loop(lambda i, st: i < 3, body, (tf.constant(0), {"a": x, "b": (x * 0.0, x)}),
+                                  maximum_iterations=3)
+        return [i, st, g.gradient(st["b"][0], x)]
+
+    return wrap(run)(tf.constant(1.5))
+
+
+@snippet
+def while_forward_accumulator(tf, wrap):
+    def run(x):
+        with tf.autodiff.ForwardAccumulator(x, tf.constant(1.0)) as acc:
+            _, y = tf.while_loop(lambda i, y: i < 4, lambda i, y: (i + 1, y * x + 1.0), (tf.constant(0), x))
+        return [y, acc.jvp(y)]
+
+    return wrap(run)(tf.constant(1.3))
+
+
+@snippet
+def while_assigns_variable(tf, wrap):
+    v = tf.Variable(0.0)
+
+    def run(n):
+        def body(i):
+            v.assign_add(tf.cast(i, tf.float32))
+            return (i + 1,)
+
+        tf.while_loop(lambda i: i < n, body, (tf.constant(0),))
+        return v.read_value()
+
+    return [wrap(run)(tf.constant(4)), v.read_value()]
+
+
+@snippet
+def while_cond_inside(tf, wrap):
+    def run(x):
+        def body(i, y):
+            return i + 1, tf.cond(y > 1.0, lambda: y * 0.5, lambda: y * x)
+
+        with tf.GradientTape() as g:
+            g.watch(x)
+            _, y = tf.while_loop(lambda i, y: i < 6, body, (tf.constant(0), tf.constant(1.0)), maximum_iterations=6)
+        return [y, g.gradient(y, x)]
+
+    return wrap(run)(tf.constant(1.7))
+
+
+@snippet
+def while_list_body_for_tuple(tf, wrap):
+    x = tf.constant(1.0)
+    return wrap(lambda: tf.while_loop(lambda a, b: a < 5, lambda a, b: [a * 2, b], (x, x)))()
+
+
+@snippet
+def while_structure_error(tf, wrap):
+    x = tf.constant(1.0)
+    return wrap(lambda: tf.while_loop(lambda a, b: a < 5, lambda a, b: (a * 2,), (x, x)))()
+
+
+@snippet
+def while_shape_error(tf, wrap):
+    return wrap(lambda: tf.while_loop(lambda a: tf.reduce_sum(a) < 5, lambda a: (tf.concat([a, a], 0),),
+                                      [tf.ones(1)]))()
+
+
+@snippet
+def while_dtype_error(tf, wrap):
+    x = tf.constant(1.0)
+    return wrap(lambda: tf.while_loop(lambda a: a < 5, lambda a: (tf.cast(a * 2, tf.int32),), [x]))()
+
+
+@snippet
+def while_maximum_iterations_structure(tf, wrap):
+    x = tf.constant(1.0)
+    return [outcome(lambda _: wrap(lambda: tf.while_loop(lambda a, b: a < 5, lambda a, b: (a * 2, b), [x, x],
+                                                         maximum_iterations=4))(), tf),
+            outcome(lambda _: wrap(lambda: tf.while_loop(lambda a, b: a < 5, lambda a, b: (a * 2,), (x, x),
+                                                         maximum_iterations=4))(), tf),
+            wrap(lambda: tf.while_loop(lambda a, b: a < 5, lambda a, b: (a * 2, b), (x, x), maximum_iterations=0))()]
+
+
+@snippet
+def while_nonscalar_predicate(tf, wrap):
+    return wrap(lambda: tf.while_loop(lambda a: a < 5, lambda a: (a * 2,), (tf.ones(2),)))()
+
+
+@snippet
+def while_maximum_iterations_values(tf, wrap):
+    x = tf.constant(1.0)
+    return wrap(lambda: tf.while_loop(lambda a: a < 500.0, lambda a: (a * 2.0,), (x,), maximum_iterations=3))()
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("fn", SNIPPETS, ids=[f.__name__ for f in SNIPPETS])
+def test_against_tf(real_tf, fn, mode):
+    expected = outcome(lambda tf: fn(tf, MODES[mode](tf)), real_tf)
+    actual = outcome(lambda tf: fn(tf, MODES[mode](tf)), tapejax)
+    assert_same(expected, actual)
