@@ -45,9 +45,11 @@ from .._core._recorder import (
     state,
 )
 from .._engine._interpret import handle
+from .._ops._dtypes import as_dtype
 from .._ops._tensor import convert_to_tensor
+from .._ops.array import concat, expand_dims, stack, unstack
 
-__all__ = ["case", "cond", "switch_case", "while_loop"]
+__all__ = ["case", "cond", "foldl", "foldr", "map_fn", "scan", "switch_case", "vectorized_map", "while_loop"]
 
 
 # --------------------------------------------------------------------------
@@ -78,8 +80,21 @@ def _same_structure(a: Any, b: Any) -> bool:
         _listless(_unflatten(b, [0] * b.num_leaves)))[1]
 
 
-def _unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
-    return jax.tree_util.tree_unflatten(treedef, list(leaves))
+def _unflatten(treedef: Any, leaves: Sequence[Any], like: Any = None) -> Any:
+    """Rebuild a structure; dicts keep the key order of ``like`` (TF's nest does, jax sorts)."""
+    out = jax.tree_util.tree_unflatten(treedef, list(leaves))
+    return out if like is None else _reorder(like, out)
+
+
+def _reorder(like: Any, value: Any) -> Any:
+    if isinstance(like, dict) and isinstance(value, dict) and set(like) == set(value):
+        return type(value)((k, _reorder(like[k], value[k])) for k in like) if type(value) is dict else value
+    if isinstance(like, list | tuple) and isinstance(value, list | tuple) and len(like) == len(value):
+        items = [_reorder(a, b) for a, b in zip(like, value)]
+        if hasattr(value, "_fields"):
+            return type(value)(*items)
+        return type(value)(items)
+    return value
 
 
 def _is_tracer(v: Any) -> bool:
@@ -237,7 +252,7 @@ def _functionalize(fn: Callable, make_args: Callable[[list], tuple], in_avals: l
         for x in flat:
             if isinstance(x, Tensor) and x._id < start:
                 ids.setdefault(id(x._value), (x._id, x._value))
-        info.update(tree=tree, written=written, ids=ids, reads=dict(hook.reads), flat=flat)
+        info.update(tree=tree, written=written, ids=ids, reads=dict(hook.reads), flat=flat, out=out)
         return tuple(out_arrays) + tuple(carried_out) + tuple(bound[v._uid] for v in written)
 
     closed, shapes = jax.make_jaxpr(pure, return_shape=True)(*in_avals, *[_aval(_outer_value(v, outer_bound))
@@ -255,8 +270,10 @@ def _functionalize(fn: Callable, make_args: Callable[[list], tuple], in_avals: l
             kinds.append(("const",))
     n_out = len(shapes) - len(carried) - len(info["written"])
     out_leaves = info["flat"]
-    return _Fn(closed.jaxpr, list(closed.consts), kinds, info["tree"], list(shapes), n_out, info["written"],
-               out_leaves)
+    f = _Fn(closed.jaxpr, list(closed.consts), kinds, info["tree"], list(shapes), n_out, info["written"],
+            out_leaves)
+    f.like = info["out"]
+    return f
 
 
 class _Externals:
@@ -390,7 +407,7 @@ def _lowered_switch(index: Any, fns: Sequence[Callable], api: str) -> Any:
     idx = _as_tensor(index)
     outs = bind(SWITCH, idx, *ext.inputs(), branches=tuple(branches), out_dtypes=out_dtypes)
     _write_back(written, outs[first.n_out:])
-    return _unflatten(first.out_tree, outs[:first.n_out])
+    return _unflatten(first.out_tree, outs[:first.n_out], first.like)
 
 
 def _check_callable(f: Any, name: str, api: str) -> None:
@@ -665,7 +682,7 @@ def while_loop(cond: Callable, body: Callable, loop_vars: Any, shape_invariants:
     max_iter = _max_iter_value(maximum_iterations)
     tensors = [_as_tensor(x) for x in flat]
     if _lowering([t._value for t in tensors]):
-        return _lowered_while(cond, body, tensors, tree, max_iter)
+        return _lowered_while(cond, body, tensors, tree, max_iter, loop_vars)
     # Eagerly: the Python loop TF runs, op by op (the tapes record every iteration).
     lv = _unflatten(tree, [x if isinstance(x, Tensor) or getattr(x, "_tapejax_tensor_array", False) else t
                            for x, t in zip(flat, tensors)])
@@ -698,7 +715,7 @@ def while_loop(cond: Callable, body: Callable, loop_vars: Any, shape_invariants:
     return lv
 
 
-def _lowered_while(cond: Callable, body: Callable, tensors: list, tree: Any, max_iter: Any) -> Any:
+def _lowered_while(cond: Callable, body: Callable, tensors: list, tree: Any, max_iter: Any, like: Any) -> Any:
     avals = [jax.ShapeDtypeStruct(t._value.shape, t._value.dtype) for t in tensors]
     dtypes = tuple(np.dtype(a.dtype) for a in avals)
 
@@ -752,4 +769,322 @@ def _lowered_while(cond: Callable, body: Callable, tensors: list, tree: Any, max
     outs = bind(WHILE, *tensors, *var_reads, *ext.inputs(), cond_br=(fc.jaxpr, cmap_c), body_br=(fb.jaxpr, cmap_b),
                 n_carry=n_loop + len(carried), carry_dtypes=carry_dtypes, max_iter=max_iter)
     _write_back(carried, outs[n_loop:])
-    return _unflatten(tree, outs[:n_loop])
+    return _unflatten(tree, outs[:n_loop], like)
+
+
+# --------------------------------------------------------------------------
+# scan, foldl, foldr, map_fn: one lowered primitive (lax.scan) with a carry and stacked outputs.
+
+
+def _scan_impl(*vals: Any, body_br: tuple, n_carry: int, n_xs: int, n_ys: int, n_vars: int, carry_dtypes: tuple,
+               length: int, reverse: bool) -> tuple:
+    nc = n_carry
+    carry0 = tuple(_strong(v, d) for v, d in zip(vals[:nc] + vals[nc + n_xs:nc + n_xs + n_vars], carry_dtypes))
+    xs = tuple(vals[nc:nc + n_xs])
+    ext = vals[nc + n_xs + n_vars:]
+
+    def step(carry: tuple, x: tuple) -> tuple:
+        outs = _eval(body_br[0], body_br[1], ext, (*carry[:nc], *x, *carry[nc:]))
+        new = tuple(_strong(o, d) for o, d in zip(outs[:nc] + outs[nc + n_ys:], carry_dtypes))
+        return new, tuple(outs[nc:nc + n_ys])
+
+    final, ys = lax.scan(step, carry0, xs, length=length, reverse=reverse)
+    return (*final[:nc], *ys, *final[nc:])
+
+
+SCAN = _ControlFlowPrimitive("scan", _scan_impl, multiple_results=True)
+
+
+def _lowered_scan(step: Callable, carry: list, carry_tree: Any, xs: list, xs_tree: Any, length: int,
+                  reverse: bool, api: str) -> tuple[list, list, Any]:
+    """Lower ``step(carry_struct, x_struct) -> (carry_struct, ys_struct)`` over the leading axis of
+    ``xs``; returns (final carry tensors, stacked ys tensors, ys treedef)."""
+    c_avals = [jax.ShapeDtypeStruct(t._value.shape, t._value.dtype) for t in carry]
+    x_avals = [jax.ShapeDtypeStruct(t._value.shape[1:], t._value.dtype) for t in xs]
+    nc = len(carry)
+
+    def make_args(arrays: list) -> tuple:
+        return (_unflatten(carry_tree, [Tensor(a) for a in arrays[:nc]]),
+                _unflatten(xs_tree, [Tensor(a) for a in arrays[nc:]]))
+
+    info: dict = {}
+
+    def user(c: Any, x: Any) -> Any:
+        new_c, ys = step(c, x)
+        nf, ntree = _flatten(new_c)
+        if not _same_structure(carry_tree, ntree):
+            _check_structure(api, carry_tree, ntree, "output of fn")
+        yf, ytree = _flatten(ys)
+        info["ys_tree"] = ytree
+        info["n_ys"] = len(yf)
+        info["ys_obj"] = ys
+        return tuple(nf) + tuple(yf)
+
+    carried: list = []
+    for _ in range(8):
+        fb = _functionalize(user, make_args, c_avals + x_avals, carried, "fn")
+        if not fb.written:
+            break
+        carried.extend(v for v in fb.written if not any(v is c for c in carried))
+    for k, (a, o) in enumerate(zip(c_avals, fb.out_avals[:nc])):
+        if np.dtype(a.dtype) != np.dtype(o.dtype) or tuple(a.shape) != tuple(o.shape):
+            raise ValueError(
+                f"The accumulator of {api} changes from {np.dtype(a.dtype).name}{_shape_str(a.shape)} to "
+                f"{np.dtype(o.dtype).name}{_shape_str(o.shape)} in one step: fn must return an accumulator of the "
+                "initializer's dtype and shape."
+            )
+    ext = _Externals()
+    cmap = ext.add_fn(fb)
+    n_ys = info["n_ys"]
+    outer = state.bound
+    carry_dtypes = tuple(np.dtype(a.dtype) for a in c_avals) + tuple(
+        np.dtype(jnp.result_type(_outer_value(v, outer))) for v in carried)
+    var_reads = [read_variable(v) for v in carried]
+    outs = bind(SCAN, *carry, *xs, *var_reads, *ext.inputs(), body_br=(fb.jaxpr, cmap), n_carry=nc, n_xs=len(xs),
+                n_ys=n_ys, n_vars=len(carried), carry_dtypes=carry_dtypes, length=length, reverse=reverse)
+    _write_back(carried, outs[nc + n_ys:])
+    return list(outs[:nc]), list(outs[nc:nc + n_ys]), (info["ys_tree"], info["ys_obj"])
+
+
+def _elems(elems: Any, api: str) -> tuple[list, Any, int]:
+    flat, tree = _flatten(elems)
+    if not flat:
+        raise ValueError(f"{api}: elems must be a tensor or a nested structure of tensors, got {elems!r}.")
+    tensors = [_as_tensor(x) for x in flat]
+    for t in tensors:
+        if t._value.ndim == 0:
+            raise ValueError(
+                f"Elements in elems must be 1+ dimensional Tensors, not scalars: {api} iterates over the first axis."
+            )
+    n = tensors[0]._value.shape[0]
+    for t in tensors[1:]:
+        if t._value.shape[0] != n:
+            raise ValueError(
+                f"Tensors in elems must have the same first dimension (size of the iteration), got "
+                f"{[int(u._value.shape[0]) for u in tensors]}."
+            )
+    return tensors, tree, int(n)
+
+
+def _stack_all(rows: list, n_leaves: int) -> list:
+    return [stack([r[k] for r in rows]) for k in range(n_leaves)]
+
+
+def _rows(tensors: list) -> list:
+    cols = [unstack(t) for t in tensors]
+    return [[c[i] for c in cols] for i in range(len(cols[0]))] if cols and cols[0] else []
+
+
+def _scan_common(fn: Callable, elems: Any, initializer: Any, reverse: bool, api: str, stack_outputs: bool) -> Any:
+    tensors, xs_tree, n = _elems(elems, api)
+    if initializer is None:
+        if n == 0:
+            raise ValueError(f"{api}: elems must not be empty when no initializer is given.")
+        rows = _rows(tensors)
+        first = rows[-1] if reverse else rows[0]
+        acc0 = _unflatten(xs_tree, first)
+        rest = [_slice_rows(t, reverse) for t in tensors]
+        carry_flat, carry_tree = list(first), xs_tree
+        xs, length = rest, n - 1
+    else:
+        acc0 = initializer
+        cf, carry_tree = _flatten(initializer)
+        carry_flat = [_as_tensor(c) for c in cf]
+        xs, length = tensors, n
+
+    def step(c: Any, x: Any) -> tuple:
+        a = fn(c, x)
+        return a, (a if stack_outputs else ())
+
+    if _lowering([t._value for t in tensors + carry_flat]):
+        final, ys, (ytree, _) = _lowered_scan(step, carry_flat, carry_tree, xs, xs_tree, length, reverse, api)
+    else:
+        # Eagerly: TF's Python loop, op by op, over the rows of elems.
+        acc = _unflatten(carry_tree, carry_flat) if initializer is None else acc0
+        order = range(length - 1, -1, -1) if reverse else range(length)
+        rows = _rows(xs) if length else []
+        outs = []
+        for i in order:
+            acc = fn(acc, _unflatten(xs_tree, rows[i]))
+            af, atree = _flatten(acc)
+            if not _same_structure(carry_tree, atree):
+                _check_structure(api, carry_tree, atree, "output of fn")
+            outs.append([_as_tensor(a) for a in af])
+        final = [_as_tensor(a) for a in _flatten(acc)[0]]
+        if reverse:
+            outs.reverse()
+        ytree = carry_tree
+        if stack_outputs:
+            if not outs:
+                ys = [Tensor(jnp.zeros((0,) + tuple(t._value.shape), t._value.dtype)) for t in carry_flat]
+            else:
+                ys = _stack_all(outs, len(outs[0]))
+        else:
+            ys = []
+    like = acc0 if initializer is not None else elems
+    if not stack_outputs:
+        return _unflatten(carry_tree, final, like)
+    if initializer is None:
+        # TF's output starts with the first element itself (the end, in reverse).
+        firsts = [expand_dims(f, 0) for f in carry_flat]
+        ys = [concat([y, f], 0) if reverse else concat([f, y], 0) for f, y in zip(firsts, ys)]
+    return _unflatten(ytree, ys, like)
+
+
+def _slice_rows(t: Tensor, reverse: bool) -> Tensor:
+    return t[:-1] if reverse else t[1:]
+
+
+def scan(fn: Callable, elems: Any, initializer: Any = None, parallel_iterations: int = 10, back_prop: bool = True,
+         swap_memory: bool = False, infer_shape: bool = True, reverse: bool = False, name: str | None = None) -> Any:
+    """Stacked accumulators ``a_i = fn(a_{i-1}, elems[i])`` (TF's ``tf.scan``).
+
+    ``elems`` and the accumulator may be nested structures; with no
+    ``initializer`` the first element starts the scan (and is the first output).
+    ``reverse=True`` scans from the end. Lowered to ``lax.scan`` inside
+    ``tapejax.function``; eagerly a Python loop.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.scan(lambda a, x: a + x, tf.constant([1, 2, 3, 4])).numpy().tolist()
+        [1, 3, 6, 10]
+    """
+    return _scan_common(fn, elems, initializer, reverse, "tf.scan", True)
+
+
+def foldl(fn: Callable, elems: Any, initializer: Any = None, parallel_iterations: int = 10, back_prop: bool = True,
+          swap_memory: bool = False, name: str | None = None) -> Any:
+    """The final accumulator of ``a = fn(a, x)`` over ``elems`` from the first element (TF's ``tf.foldl``).
+
+    Example:
+        >>> import tapejax as tf
+        >>> int(tf.foldl(lambda a, x: a * 10 + x, tf.constant([1, 2, 3])))
+        123
+    """
+    return _scan_common(fn, elems, initializer, False, "tf.foldl", False)
+
+
+def foldr(fn: Callable, elems: Any, initializer: Any = None, parallel_iterations: int = 10, back_prop: bool = True,
+          swap_memory: bool = False, name: str | None = None) -> Any:
+    """The final accumulator of ``a = fn(a, x)`` over ``elems`` from the last element (TF's ``tf.foldr``).
+
+    Example:
+        >>> import tapejax as tf
+        >>> int(tf.foldr(lambda a, x: a * 10 + x, tf.constant([1, 2, 3])))
+        321
+    """
+    return _scan_common(fn, elems, initializer, True, "tf.foldr", False)
+
+
+def _output_dtypes(sig: Any) -> Any:
+    """fn_output_signature / dtype: a structure of dtypes (or TensorSpecs) -> a structure of np dtypes."""
+    def one(s: Any) -> Any:
+        d = getattr(s, "dtype", s)
+        return np.dtype(as_dtype(d)._np)
+
+    return jax.tree_util.tree_map(one, sig, is_leaf=lambda s: not isinstance(s, list | tuple | dict))
+
+
+def map_fn(fn: Callable, elems: Any, dtype: Any = None, parallel_iterations: int | None = None,
+           back_prop: bool = True, swap_memory: bool = False, infer_shape: bool = True, name: str | None = None,
+           fn_output_signature: Any = None) -> Any:
+    """``fn`` applied to each element along the first axis of ``elems``, results stacked (TF's ``tf.map_fn``).
+
+    ``elems`` may be a nested structure (``fn`` gets the same structure of
+    slices); ``fn_output_signature`` (or the deprecated ``dtype``) gives the
+    output structure and dtypes when they differ from ``elems``'. Eagerly a
+    Python loop; inside ``tapejax.function`` a ``lax.scan``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.map_fn(lambda x: x * x, tf.constant([1.0, 2.0, 3.0])).numpy().tolist()
+        [1.0, 4.0, 9.0]
+        >>> tf.map_fn(lambda p: p[0] + p[1], (tf.constant([1, 2]), tf.constant([10, 20])),
+        ...           fn_output_signature=tf.int32).numpy().tolist()
+        [11, 22]
+    """
+    sig = fn_output_signature if fn_output_signature is not None else dtype
+    tensors, xs_tree, n = _elems(elems, "tf.map_fn")
+    out_dtypes = _output_dtypes(sig) if sig is not None else None
+
+    def apply(x: Any) -> Any:
+        y = fn(x)
+        if out_dtypes is None:
+            return y
+        yf, ytree = _flatten(y)
+        df = jax.tree_util.tree_leaves(out_dtypes)
+        if len(df) != len(yf):
+            raise ValueError(
+                f"The two structures don't have the same nested structure: fn returned {ytree}, "
+                f"fn_output_signature is {sig!r}."
+            )
+        return _unflatten(ytree, [_as_tensor_dtype(v, d) for v, d in zip(yf, df)])
+
+    if _lowering([t._value for t in tensors]):
+        _, ys, (ytree, like) = _lowered_scan(lambda c, x: ((), apply(x)), [], _flatten(())[1], tensors, xs_tree, n,
+                                             False, "tf.map_fn")
+        return _unflatten(ytree, ys, like)
+    rows = _rows(tensors)
+    outs = []
+    ytree = None
+    y_obj = None
+    for r in rows:
+        y_obj = apply(_unflatten(xs_tree, r, elems))
+        yf, ytree = _flatten(y_obj)
+        outs.append([_as_tensor(y) for y in yf])
+    if not outs:
+        # No element to run fn on: its output structure comes from a trace of fn.
+        _, ys, (ytree, like) = _lowered_scan(lambda c, x: ((), apply(x)), [], _flatten(())[1], tensors, xs_tree, 0,
+                                             False, "tf.map_fn")
+        return _unflatten(ytree, ys, like)
+    return _unflatten(ytree, _stack_all(outs, len(outs[0])), y_obj)
+
+
+def _as_tensor_dtype(v: Any, d: np.dtype) -> Tensor:
+    if isinstance(v, Tensor | VariableBase):
+        t = _as_tensor(v)
+        if np.dtype(t._value.dtype) != d:
+            raise TypeError(
+                f"fn of tf.map_fn returned a {np.dtype(t._value.dtype).name} tensor where fn_output_signature "
+                f"says {d.name}: cast it, or fix fn_output_signature."
+            )
+        return t
+    return convert_to_tensor(v, dtype=d.name)
+
+
+# --------------------------------------------------------------------------
+# vectorized_map: jax.vmap of the functionalized fn.
+
+
+def _vmap_impl(*vals: Any, body_br: tuple, n_xs: int) -> tuple:
+    xs = vals[:n_xs]
+    ext = vals[n_xs:]
+    return tuple(jax.vmap(lambda *x: tuple(_eval(body_br[0], body_br[1], ext, x)))(*xs))
+
+
+VMAP = _ControlFlowPrimitive("vectorized_map", _vmap_impl, multiple_results=True)
+
+
+def vectorized_map(fn: Callable, elems: Any, fallback_to_while_loop: bool = True, warn: bool = True) -> Any:
+    """``fn`` over the first axis of ``elems``, vectorized (TF's ``tf.vectorized_map``, here ``jax.vmap``).
+
+    The result equals ``tf.map_fn(fn, elems)``; ``fn`` runs once, traced, and
+    the batch is computed in one vectorized program, eagerly too. Gradients flow
+    to ``elems``, to tensors ``fn`` captures and to variables it reads; ``fn``
+    must not assign variables.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.vectorized_map(lambda x: tf.reduce_sum(x * x), tf.constant([[1.0, 2.0], [3.0, 4.0]])).numpy().tolist()
+        [5.0, 25.0]
+    """
+    tensors, xs_tree, n = _elems(elems, "tf.vectorized_map")
+    x_avals = [jax.ShapeDtypeStruct(t._value.shape[1:], t._value.dtype) for t in tensors]
+    fb = _functionalize(fn, lambda arrays: (_unflatten(xs_tree, [Tensor(a) for a in arrays]),), x_avals, [],
+                        "fn")
+    if fb.written:
+        raise ValueError("fn of tf.vectorized_map must not assign variables: use tf.map_fn for a stateful fn.")
+    ext = _Externals()
+    cmap = ext.add_fn(fb)
+    outs = bind(VMAP, *tensors, *ext.inputs(), body_br=(fb.jaxpr, cmap), n_xs=len(tensors))
+    return _unflatten(fb.out_tree, outs, fb.like)

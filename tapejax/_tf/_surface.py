@@ -51,7 +51,17 @@ from .._ops._tensor import TensorShape, constant, convert_to_tensor, is_tensor
 from ._autodiff import custom_gradient, recompute_grad, stop_gradient
 
 # Control flow (tf.cond, tf.while_loop, ...): _tf/_control_flow.py.
-from ._control_flow import case, cond, switch_case, while_loop
+from ._control_flow import (
+    case,
+    cond,
+    foldl,
+    foldr,
+    map_fn,
+    scan,
+    switch_case,
+    vectorized_map,
+    while_loop,
+)
 from ._explain import Explanation, NoneGradientCause, NoneGradientWarning, explain
 from ._function import Function, TensorSpec, function
 from ._gradient_tape import GradientTape, UnconnectedGradients
@@ -77,7 +87,7 @@ __all__ = sorted(
         "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
         "newaxis", "half", "double",
         # control flow
-        "case", "cond", "switch_case", "while_loop",
+        "case", "cond", "foldl", "foldr", "map_fn", "scan", "switch_case", "vectorized_map", "while_loop",
         *_OPS,
     }
 )

@@ -298,6 +298,101 @@ def while_maximum_iterations_values(tf, wrap):
     return wrap(lambda: tf.while_loop(lambda a: a < 500.0, lambda a: (a * 2.0,), (x,), maximum_iterations=3))()
 
 
+# --- scan / foldl / foldr / map_fn / vectorized_map ---------------------------------------------
+
+
+@snippet
+def scan_variants(tf, wrap):
+    w = tf.Variable(0.5)
+
+    def run(e):
+        with tf.GradientTape(persistent=True) as g:
+            g.watch(e)
+            a = tf.scan(lambda acc, x: acc * w + x, e)
+            b = tf.scan(lambda acc, x: acc * w + x, e, reverse=True)
+            c = tf.scan(lambda acc, x: (acc[0] + x, acc[1] * x), e, initializer=(tf.constant(0.0), tf.constant(1.0)))
+            d = tf.scan(lambda acc, x: acc + x[0] * x[1], (e, e * 2.0), initializer=tf.constant(1.0))
+            t = tf.reduce_sum(a) + tf.reduce_sum(b) + tf.reduce_sum(c[1]) + tf.reduce_sum(d)
+        return [a, b, c, d, g.gradient(t, e), g.gradient(t, w)]
+
+    return wrap(run)(tf.constant([1.0, 2.0, 3.0, 0.5]))
+
+
+@snippet
+def folds(tf, wrap):
+    def run(e):
+        with tf.GradientTape(persistent=True) as g:
+            g.watch(e)
+            l1 = tf.foldl(lambda a, x: a * x + 1.0, e)
+            r1 = tf.foldr(lambda a, x: a * x + 1.0, e)
+            l2 = tf.foldl(lambda a, x: {"s": a["s"] + x, "p": a["p"] * x}, e,
+                          initializer={"s": tf.constant(0.0), "p": tf.constant(1.0)})
+        # Key order checked inside the function (tapejax.function's own outputs sort dict keys).
+        return [l1, r1, l2["s"], l2["p"], tf.constant(list(l2)), g.gradient(l1, e), g.gradient(r1, e),
+                g.gradient(l2["p"], e)]
+
+    return wrap(run)(tf.constant([1.5, 2.0, 3.0]))
+
+
+@snippet
+def map_fn_variants(tf, wrap):
+    w = tf.Variable([1.0, -1.0])
+
+    def run(m):
+        with tf.GradientTape(persistent=True) as g:
+            g.watch(m)
+            a = tf.map_fn(lambda r: tf.reduce_sum(r * w), m)
+            b = tf.map_fn(lambda p: (p[0] * 2.0, p[1] + 1), (m, tf.constant([[1, 2], [3, 4], [5, 6]])),
+                          fn_output_signature=(tf.float32, tf.int32))
+            c = tf.map_fn(lambda r: tf.cast(tf.reduce_sum(r), tf.int32), m, fn_output_signature=tf.int32)
+        return [a, b, c, g.gradient(a, m), g.gradient(a, w), g.gradient(b[0], m)]
+
+    return wrap(run)(tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]))
+
+
+@snippet
+def map_fn_second_order(tf, wrap):
+    def run(e):
+        with tf.GradientTape() as g2:
+            g2.watch(e)
+            with tf.GradientTape() as g1:
+                g1.watch(e)
+                y = tf.reduce_sum(tf.map_fn(lambda x: tf.sin(x) * x * x, e))
+            d1 = g1.gradient(y, e)
+        return [y, d1, g2.gradient(d1, e)]
+
+    return wrap(run)(tf.constant([0.3, 1.2]))
+
+
+@snippet
+def vectorized_map_grad(tf, wrap):
+    w = tf.Variable([[1.0, 2.0], [0.5, -1.0]])
+
+    def run(m):
+        with tf.GradientTape(persistent=True) as g:
+            g.watch(m)
+            y = tf.vectorized_map(lambda r: tf.tanh(tf.linalg.matvec(w, r)), m)
+        return [y, g.gradient(y, m), g.gradient(y, w)]
+
+    return wrap(run)(tf.constant([[1.0, 2.0], [3.0, 4.0], [0.1, 0.2]]))
+
+
+@snippet
+def scan_in_while_with_cond(tf, wrap):
+    def run(x):
+        def body(i, y):
+            s = tf.scan(lambda a, e: tf.cond(a > 2.0, lambda: a * 0.5 + e, lambda: a + e * y), tf.constant([1.0, 2.0]),
+                        initializer=y)
+            return i + 1, s[-1]
+
+        with tf.GradientTape() as g:
+            g.watch(x)
+            _, y = tf.while_loop(lambda i, y: i < 3, body, (tf.constant(0), x), maximum_iterations=3)
+        return [y, g.gradient(y, x)]
+
+    return wrap(run)(tf.constant(0.4))
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("fn", SNIPPETS, ids=[f.__name__ for f in SNIPPETS])
 def test_against_tf(real_tf, fn, mode):
