@@ -32,19 +32,13 @@ import numpy as np
 from jax import lax
 
 from .._core import _recorder as _core
-from .._core._recorder import (
-    Primitive,
-    Tensor,
-    VariableBase,
-    bind,
-    read_variable,
-    state,
-)
-from .._engine import _interpret, _replay
+from .._engine import _interpret
+from .._engine import _replay
+from .._core._recorder import Primitive, Tensor, VariableBase, bind, read_variable, state
 from .._ops._machinery import prim as _prim
 from .._ops._tensor import convert_to_tensor
 
-__all__ = ["custom_gradient", "recompute_grad", "stop_gradient"]
+__all__ = ["stop_gradient", "custom_gradient", "recompute_grad"]
 
 
 # --------------------------------------------------------------------------

@@ -21,14 +21,14 @@ from typing import Any
 import jax
 
 from .._core import _recorder as _core
-from .._core._recorder import Tensor, VariableBase
 from .._engine import _replay
+from .._core._recorder import Tensor, VariableBase
 from .._ops._dtypes import INEXACT, from_np
 from . import _tape_common
 from ._gradient_tape import GradientTape
 from ._tape_common import _as_target, _check_tensors, _is_leaf, _VarTarget
 
-__all__ = ["Explanation", "NoneGradientCause", "NoneGradientWarning", "explain"]
+__all__ = ["NoneGradientCause", "Explanation", "NoneGradientWarning", "explain"]
 
 
 class NoneGradientCause(enum.Enum):

@@ -24,7 +24,7 @@ from .._core._recorder import Tensor, VariableBase
 from .._ops._dtypes import as_dtype
 from .._ops._tensor import TensorShape
 
-__all__ = ["Function", "TensorSpec", "function"]
+__all__ = ["function", "Function", "TensorSpec"]
 
 
 class TensorSpec:

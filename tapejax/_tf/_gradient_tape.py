@@ -18,14 +18,7 @@ from .._ops._dtypes import INEXACT, from_np
 from .._ops._tensor import convert_to_tensor
 from .._ops.array import zeros_like
 from . import _jacobian, _tape_common
-from ._tape_common import (
-    UnconnectedGradients,
-    _as_target,
-    _check_tensors,
-    _flatten,
-    _unconnected,
-    _VarTarget,
-)
+from ._tape_common import UnconnectedGradients, _as_target, _check_tensors, _flatten, _unconnected, _VarTarget
 
 __all__ = ["GradientTape", "UnconnectedGradients"]
 

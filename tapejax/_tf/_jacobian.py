@@ -38,7 +38,7 @@ from .._ops._tensor import TensorShape, convert_to_tensor
 from ._autodiff import contains_custom_gradient
 from ._tape_common import UnconnectedGradients, _check_tensors, _flatten, _unconnected
 
-__all__ = ["DEFAULT_LOOP_CHUNK", "FWD_RATIO", "choose_direction"]
+__all__ = ["choose_direction", "DEFAULT_LOOP_CHUNK", "FWD_RATIO"]
 
 # The forward direction costs one jvp per *input* element, the reverse one vjp
 # per *output* element; a jvp is a little cheaper than a vjp (no residuals to

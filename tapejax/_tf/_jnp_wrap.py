@@ -29,14 +29,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from .._core._recorder import (
-    Primitive,
-    Tensor,
-    VariableBase,
-    read_variable,
-    record,
-    state,
-)
+from .._core._recorder import Primitive, Tensor, VariableBase, read_variable, record, state
 from .._ops._dtypes import DType
 
 __all__ = ["wrap", "wrap_namespace"]

@@ -8,13 +8,7 @@ import jax
 import numpy as np
 
 from .. import errors
-from .._core._recorder import (
-    Tensor,
-    VariableBase,
-    _next_id,
-    read_variable,
-    touch_variable,
-)
+from .._core._recorder import Tensor, VariableBase, _next_id, read_variable, touch_variable
 from .._ops._dtypes import DType, as_dtype, from_np
 from .._ops._machinery import cast
 from .._ops._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor

@@ -328,7 +328,7 @@ def folds(tf, wrap):
             l2 = tf.foldl(lambda a, x: {"s": a["s"] + x, "p": a["p"] * x}, e,
                           initializer={"s": tf.constant(0.0), "p": tf.constant(1.0)})
         # Key order checked inside the function (tapejax.function's own outputs sort dict keys).
-        return [l1, r1, l2["s"], l2["p"], tf.constant(list(l2)), g.gradient(l1, e), g.gradient(r1, e),
+        return [l1, r1, l2["s"], l2["p"], tf.constant([float(k == "s") for k in l2]), g.gradient(l1, e), g.gradient(r1, e),
                 g.gradient(l2["p"], e)]
 
     return wrap(run)(tf.constant([1.5, 2.0, 3.0]))
