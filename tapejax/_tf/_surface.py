@@ -7,18 +7,7 @@ imports the package root back.
 
 from __future__ import annotations
 
-from .. import (
-    autodiff,
-    bitwise,
-    config,
-    debugging,
-    dtypes,
-    errors,
-    linalg,
-    math,
-    nn,
-    random,
-)
+from .. import autodiff, bitwise, config, debugging, dtypes, errors, linalg, math, nn, random
 from .._core._recorder import Tensor
 from .._engine._replay import cache_clear as replay_cache_clear
 from .._engine._replay import cache_info as replay_cache_info
@@ -28,6 +17,7 @@ from .._ops._dtypes import (
     DType,
     as_dtype,
     bfloat16,
+    bool_ as bool,  # noqa: A001  (TF's name)
     complex64,
     complex128,
     enable_x64,
@@ -44,30 +34,17 @@ from .._ops._dtypes import (
     uint64,
     x64_enabled,
 )
-from .._ops._dtypes import (
-    bool_ as bool,  # noqa: A001  (TF's name)
-)
 from .._ops._tensor import TensorShape, constant, convert_to_tensor, is_tensor
 from ._autodiff import custom_gradient, recompute_grad, stop_gradient
-
-# Control flow (tf.cond, tf.while_loop, ...): _tf/_control_flow.py.
-from ._control_flow import (
-    case,
-    cond,
-    foldl,
-    foldr,
-    map_fn,
-    scan,
-    switch_case,
-    vectorized_map,
-    while_loop,
-)
 from ._explain import Explanation, NoneGradientCause, NoneGradientWarning, explain
 from ._function import Function, TensorSpec, function
 from ._gradient_tape import GradientTape, UnconnectedGradients
 from ._namespace import populate as _populate
 from ._print import print_ as print  # noqa: A001  (TF's name)
 from ._variable import Variable
+
+# Control flow (tf.cond, tf.while_loop, tf.map_fn, ...): _tf/_control_flow.py.
+from ._control_flow import case, cond, foldl, foldr, map_fn, scan, switch_case, vectorized_map, while_loop  # noqa: I001
 
 newaxis = None
 half = float16
