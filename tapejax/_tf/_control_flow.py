@@ -48,8 +48,11 @@ from .._engine._interpret import handle
 from .._ops._dtypes import as_dtype
 from .._ops._tensor import convert_to_tensor
 from .._ops.array import concat, expand_dims, stack, unstack
+from . import _tensor_array
+from ._tensor_array import TensorArray
 
-__all__ = ["case", "cond", "foldl", "foldr", "map_fn", "scan", "switch_case", "vectorized_map", "while_loop"]
+__all__ = ["TensorArray", "case", "cond", "foldl", "foldr", "map_fn", "scan", "switch_case", "vectorized_map",
+           "while_loop"]
 
 
 # --------------------------------------------------------------------------
@@ -200,9 +203,15 @@ class _Fn:
         self.out_leaves = out_leaves  # per user output: a description for error messages
 
 
+def _is_ta(x: Any) -> bool:
+    return isinstance(x, TensorArray)
+
+
 def _leaf_array(x: Any) -> Any:
     if isinstance(x, Tensor | VariableBase):
         return x._value
+    if _is_ta(x):
+        return _tensor_array.to_array(x)._value
     if x is None:
         raise TypeError("A control-flow branch or body returned None where a tensor was expected.")
     return convert_to_tensor(x)._value
@@ -576,47 +585,77 @@ def _reverse_mode(vals: Sequence[Any]) -> bool:
 
 def _while_impl(*vals: Any, cond_br: tuple, body_br: tuple, n_carry: int, carry_dtypes: tuple,
                 max_iter: int | None) -> tuple:
-    carry0 = tuple(_strong(v, d) for v, d in zip(vals[:n_carry], carry_dtypes))
-    ext = vals[n_carry:]
+    # Every function below takes its data from its own arguments ``v`` (never from ``vals``):
+    # under the custom_jvp they are the differentiated inputs.
+    def split(v: tuple) -> tuple:
+        return tuple(_strong(x, d) for x, d in zip(v[:n_carry], carry_dtypes)), v[n_carry:]
 
-    def c(cr: tuple) -> Any:
+    def c(ext: tuple, cr: tuple) -> Any:
         return jnp.reshape(_eval(cond_br[0], cond_br[1], ext, cr)[0], ()).astype(bool)
 
-    def b(cr: tuple) -> tuple:
+    def b(ext: tuple, cr: tuple) -> tuple:
         outs = _eval(body_br[0], body_br[1], ext, cr)
         return tuple(_strong(o, d) for o, d in zip(outs, carry_dtypes))
 
     if max_iter is None:
         if _reverse_mode(vals):
-            raise errors.UnimplementedError(
-                "A reverse-mode gradient through a tf.while_loop traced inside tapejax.function needs a bound "
-                "on its number of iterations: pass maximum_iterations=N to tf.while_loop (XLA keeps the "
-                "forward values of at most N iterations). Forward-mode (ForwardAccumulator) and eager loops "
-                "need no bound."
-            )
-        return tuple(lax.while_loop(c, b, carry0))
+            raise _unbounded_error()
+
+        def unbounded(v: tuple) -> tuple:
+            cr0, ext = split(v)
+            return tuple(lax.while_loop(lambda cr: c(ext, cr), lambda cr: b(ext, cr), cr0))
+
+        # The tangent rule is the while_loop's own (forward mode works); a reverse-mode
+        # derivative meets it partially evaluated and gets the clear error, also where this
+        # loop sits inside another lowered construct's body.
+        return _with_tangent_rule(unbounded, unbounded, vals, reverse_error=True)
     n = int(max_iter)
 
-    def bounded(cr0: tuple) -> tuple:
+    def bounded(v: tuple) -> tuple:
+        cr0, ext = split(v)
+
         def c2(s: tuple) -> Any:
-            return (s[0] < n) & c(s[1])
+            return (s[0] < n) & c(ext, s[1])
 
         def b2(s: tuple) -> tuple:
-            return s[0] + 1, b(s[1])
+            return s[0] + 1, b(ext, s[1])
 
-        return lax.while_loop(c2, b2, (jnp.int32(0), cr0))[1]
+        return tuple(lax.while_loop(c2, b2, (jnp.int32(0), cr0))[1])
 
-    def scanned(cr0: tuple) -> tuple:
+    def scanned(v: tuple) -> tuple:
+        cr0, ext = split(v)
+
         def step(cr: tuple, _: Any) -> tuple:
-            return lax.cond(c(cr), b, lambda x: x, cr), None
+            return lax.cond(c(ext, cr), lambda x: b(ext, x), lambda x: x, cr), None
 
-        return lax.scan(step, cr0, None, length=n)[0]
+        return tuple(lax.scan(step, cr0, None, length=n)[0])
 
-    if not any(_is_tracer(v) and type(v).__name__ in ("LinearizeTracer", "JVPTracer") for v in vals):
-        return tuple(bounded(carry0))
-    # Differentiated: a masked scan of maximum_iterations steps, which reverse mode can
-    # transpose (JAX cannot transpose a while_loop); forward values are the same.
-    return tuple(scanned(carry0))
+    # Values from a while_loop that stops early; derivatives (any mode, any order) from a
+    # masked scan of maximum_iterations steps, which reverse mode can transpose.
+    return _with_tangent_rule(bounded, scanned, vals, reverse_error=False)
+
+
+def _unbounded_error() -> Exception:
+    return errors.UnimplementedError(
+        "A reverse-mode gradient through a tf.while_loop traced inside tapejax.function needs a bound "
+        "on its number of iterations: pass maximum_iterations=N to tf.while_loop (XLA keeps the "
+        "forward values of at most N iterations). Forward-mode (ForwardAccumulator) and eager loops "
+        "need no bound."
+    )
+
+
+def _with_tangent_rule(primal: Callable, derivative: Callable, vals: tuple, reverse_error: bool) -> tuple:
+    @jax.custom_jvp
+    def f(*v: Any) -> tuple:
+        return primal(v)
+
+    @f.defjvp
+    def rule(p: tuple, t: tuple) -> tuple:
+        if reverse_error and any(type(x).__name__ == "JaxprTracer" for x in t):
+            raise _unbounded_error()
+        return jax.jvp(lambda *v: derivative(v), p, t)
+
+    return f(*vals)
 
 
 WHILE = _ControlFlowPrimitive("while_loop", _while_impl, multiple_results=True)
@@ -680,12 +719,11 @@ def while_loop(cond: Callable, body: Callable, loop_vars: Any, shape_invariants:
         raise ValueError("loop_vars must be a non-empty tuple or list of tensors")
     flat, tree = _flatten(loop_vars)
     max_iter = _max_iter_value(maximum_iterations)
-    tensors = [_as_tensor(x) for x in flat]
-    if _lowering([t._value for t in tensors]):
+    tensors = [x if _is_ta(x) else _as_tensor(x) for x in flat]
+    if _lowering([t._value for t in tensors if not _is_ta(t)]):
         return _lowered_while(cond, body, tensors, tree, max_iter, loop_vars)
     # Eagerly: the Python loop TF runs, op by op (the tapes record every iteration).
-    lv = _unflatten(tree, [x if isinstance(x, Tensor) or getattr(x, "_tapejax_tensor_array", False) else t
-                           for x, t in zip(flat, tensors)])
+    lv = _unflatten(tree, [x if isinstance(x, Tensor) or _is_ta(x) else t for x, t in zip(flat, tensors)])
     n = 0
     while max_iter is None or n < max_iter:
         pv = _pred_value(cond(*lv))
@@ -715,15 +753,61 @@ def while_loop(cond: Callable, body: Callable, loop_vars: Any, shape_invariants:
     return lv
 
 
-def _lowered_while(cond: Callable, body: Callable, tensors: list, tree: Any, max_iter: Any, like: Any) -> Any:
+def _probe_element_shapes(body: Callable, leaves: list, tree: Any) -> None:
+    """TensorArray loop variables of unknown element shape learn it from a trace of the body
+    (its first write at a traced index fixes it, as TF infers it)."""
+    unknown = [k for k, x in enumerate(leaves) if _is_ta(x) and x._element_shape is None]
+    if not unknown:
+        return
+    probes: dict = {}
+
+    def make_args(arrays: list) -> tuple:
+        it = iter(arrays)
+        out = []
+        for k, x in enumerate(leaves):
+            if k in probes or (_is_ta(x) and x._element_shape is None):
+                c = x._clone()
+                c._items = list(x._items) if x._items is not None else None
+                probes[k] = c
+                out.append(c)
+            elif _is_ta(x):
+                out.append(_tensor_array.from_array(x, Tensor(next(it))))
+            else:
+                out.append(Tensor(next(it)))
+        return (_unflatten(tree, out),)
+
+    known = [x for x in leaves if not (_is_ta(x) and x._element_shape is None)]
+    avals = [_aval(_tensor_array.to_array(x)._value if _is_ta(x) else x._value) for x in known]
+
+    def run(lv: Any) -> Any:
+        out = body(*lv)
+        return () if out is None else ()
+
+    _functionalize(run, make_args, avals, [], "body")
+    for k in unknown:
+        es = probes[k]._element_shape
+        if es is None:
+            raise ValueError(
+                "A tf.TensorArray loop variable is never written in the loop body and has no element_shape: "
+                "pass element_shape= when creating it."
+            )
+        leaves[k]._element_shape = es
+
+
+def _lowered_while(cond: Callable, body: Callable, leaves: list, tree: Any, max_iter: Any, like: Any) -> Any:
+    _probe_element_shapes(body, leaves, tree)
+    tensors = [_tensor_array.to_array(x) if _is_ta(x) else x for x in leaves]
     avals = [jax.ShapeDtypeStruct(t._value.shape, t._value.dtype) for t in tensors]
     dtypes = tuple(np.dtype(a.dtype) for a in avals)
 
     def call(f: Callable, lv: Any) -> Any:
         return f(*lv)
 
+    def rebuild(values: list) -> list:
+        return [_tensor_array.from_array(x, v) if _is_ta(x) else v for x, v in zip(leaves, values)]
+
     def make_args(arrays: list) -> tuple:
-        return (_unflatten(tree, [Tensor(a) for a in arrays]),)
+        return (_unflatten(tree, rebuild([Tensor(a) for a in arrays])),)
 
     carried: list = []
     for _ in range(8):
@@ -769,7 +853,7 @@ def _lowered_while(cond: Callable, body: Callable, tensors: list, tree: Any, max
     outs = bind(WHILE, *tensors, *var_reads, *ext.inputs(), cond_br=(fc.jaxpr, cmap_c), body_br=(fb.jaxpr, cmap_b),
                 n_carry=n_loop + len(carried), carry_dtypes=carry_dtypes, max_iter=max_iter)
     _write_back(carried, outs[n_loop:])
-    return _unflatten(tree, outs[:n_loop], like)
+    return _unflatten(tree, rebuild(list(outs[:n_loop])), like)
 
 
 # --------------------------------------------------------------------------

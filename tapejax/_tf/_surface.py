@@ -44,7 +44,8 @@ from ._print import print_ as print  # noqa: A001  (TF's name)
 from ._variable import Variable
 
 # Control flow (tf.cond, tf.while_loop, tf.map_fn, ...): _tf/_control_flow.py.
-from ._control_flow import case, cond, foldl, foldr, map_fn, scan, switch_case, vectorized_map, while_loop  # noqa: I001
+from ._control_flow import TensorArray, case, cond, foldl, foldr, map_fn, scan, switch_case, vectorized_map  # noqa: I001
+from ._control_flow import while_loop  # noqa: I001
 
 newaxis = None
 half = float16
@@ -64,7 +65,7 @@ __all__ = sorted(
         "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
         "newaxis", "half", "double",
         # control flow
-        "case", "cond", "foldl", "foldr", "map_fn", "scan", "switch_case", "vectorized_map", "while_loop",
+        "TensorArray", "case", "cond", "foldl", "foldr", "map_fn", "scan", "switch_case", "vectorized_map", "while_loop",
         *_OPS,
     }
 )
