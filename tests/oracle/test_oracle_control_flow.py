@@ -393,6 +393,64 @@ def scan_in_while_with_cond(tf, wrap):
     return wrap(run)(tf.constant(0.4))
 
 
+# --- TensorArray --------------------------------------------------------------------------------
+
+
+@snippet
+def tensor_array_eager_semantics(tf, wrap):
+    def run():
+        out = []
+        for f in (lambda: tf.TensorArray(tf.float32, size=2).write(3, 1.0),
+                  lambda: tf.TensorArray(tf.float32, size=2).write(0, 1.0).write(0, 2.0).stack(),
+                  lambda: tf.TensorArray(tf.float32, size=2).write(0, 1.0).read(1),
+                  lambda: tf.TensorArray(tf.float32, size=2, element_shape=(2,)).write(0, [1.0, 2.0]).read(1),
+                  lambda: tf.TensorArray(tf.float32, size=2).write(0, [1.0, 2.0]).stack(),
+                  lambda: tf.TensorArray(tf.float32, size=0, element_shape=(3,)).stack(),
+                  lambda: tf.TensorArray(tf.float32, size=0, dynamic_size=True).write(2, 1.0).stack(),
+                  lambda: tf.TensorArray(tf.float32, size=1).write(0, tf.constant(1)).stack(),
+                  lambda: tf.TensorArray(tf.float32, size=2).write(0, [1.0]).write(1, [1.0, 2.0]).stack(),
+                  lambda: tf.TensorArray(tf.float32, size=3).size(),
+                  lambda: tf.TensorArray(tf.float32, size=2, infer_shape=False).write(0, [1.0]).write(1, [2.0, 3.0])
+                  .concat(),
+                  lambda: tf.TensorArray(tf.float32, size=3).unstack([1.0, 2.0, 3.0]).gather([2, 0]),
+                  lambda: tf.TensorArray(tf.float32, size=3).scatter([2, 0], [5.0, 6.0]).stack(),
+                  lambda: tf.TensorArray(tf.float32, size=2).unstack([1.0, 2.0, 3.0]).stack()):
+            out.append(outcome(lambda _: f(), tf))
+        return out
+
+    return run()
+
+
+@snippet
+def tensor_array_in_while_loop(tf, wrap):
+    def run(x):
+        def body(i, ta):
+            return i + 1, ta.write(i, x * tf.cast(i + 1, tf.float32))
+
+        with tf.GradientTape() as g:
+            g.watch(x)
+            _, ta = tf.while_loop(lambda i, ta: i < 4, body, (tf.constant(0), tf.TensorArray(tf.float32, size=4)),
+                                  maximum_iterations=4)
+            s = ta.stack()
+            y = tf.reduce_sum(s * s) + ta.read(2)[0]
+        return [s, ta.size(), g.gradient(y, x)]
+
+    return wrap(run)(tf.constant([1.0, -2.0]))
+
+
+@snippet
+def tensor_array_read_in_scan(tf, wrap):
+    def run(x):
+        ta = tf.TensorArray(tf.float32, size=3).unstack(x * x)
+        with tf.GradientTape() as g:
+            g.watch(x)
+            ta = tf.TensorArray(tf.float32, size=3).unstack(x * x)
+            y = tf.scan(lambda a, i: a + ta.read(i) * 2.0, tf.constant([2, 0, 1]), initializer=tf.constant(0.0))
+        return [y, g.gradient(y, x)]
+
+    return wrap(run)(tf.constant([1.0, 2.0, 3.0]))
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("fn", SNIPPETS, ids=[f.__name__ for f in SNIPPETS])
 def test_against_tf(real_tf, fn, mode):
