@@ -396,3 +396,23 @@ def test_lowered_cond_structure_mismatch_is_type_error():
     f = tf.function(lambda x: tf.cond(x > 0, lambda: (x, x), lambda: x))
     with pytest.raises(TypeError, match="same number, type, and overall structure"):
         f(tf.constant(1.0))
+
+
+def test_dynamic_tensor_array_in_traced_loop_is_refused():
+    @tf.function
+    def f():
+        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        return tf.while_loop(lambda i, ta: i < 3, lambda i, ta: (i + 1, ta.write(i, 1.0)), (0, ta))[1].stack()
+
+    with pytest.raises(ValueError, match="final size"):
+        f()
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from tapejax._tf import _control_flow, _tensor_array
+
+    for mod in (_control_flow, _tensor_array):
+        res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+        assert res.attempted > 0 and res.failed == 0, mod.__name__
