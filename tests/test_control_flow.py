@@ -61,7 +61,7 @@ def gen_body(rng: random.Random, depth: int, names: tuple) -> tuple:
             gen(rng, d))
 
 
-def ev(node: tuple, env: dict, L: object) -> object:  # noqa: C901, N803 - one small interpreter per library
+def ev(node: tuple, env: dict, L: object) -> object:
     k = node[0]
     if k in ("x", "w"):
         return env[k]

@@ -780,8 +780,8 @@ def _probe_element_shapes(body: Callable, leaves: list, tree: Any) -> None:
     avals = [_aval(_tensor_array.to_array(x)._value if _is_ta(x) else x._value) for x in known]
 
     def run(lv: Any) -> Any:
-        out = body(*lv)
-        return () if out is None else ()
+        body(*lv)  # only its writes matter here
+        return ()
 
     _functionalize(run, make_args, avals, [], "body")
     for k in unknown:
@@ -1162,7 +1162,7 @@ def vectorized_map(fn: Callable, elems: Any, fallback_to_while_loop: bool = True
         >>> tf.vectorized_map(lambda x: tf.reduce_sum(x * x), tf.constant([[1.0, 2.0], [3.0, 4.0]])).numpy().tolist()
         [5.0, 25.0]
     """
-    tensors, xs_tree, n = _elems(elems, "tf.vectorized_map")
+    tensors, xs_tree, _ = _elems(elems, "tf.vectorized_map")
     x_avals = [jax.ShapeDtypeStruct(t._value.shape[1:], t._value.dtype) for t in tensors]
     fb = _functionalize(fn, lambda arrays: (_unflatten(xs_tree, [Tensor(a) for a in arrays]),), x_avals, [],
                         "fn")

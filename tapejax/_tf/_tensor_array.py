@@ -26,8 +26,8 @@ from .._ops._machinery import prim as _prim
 from .._ops._tensor import TensorShape, convert_to_tensor
 from .._ops.array import concat as _concat
 from .._ops.array import gather as _gather
-from .._ops.array import stack as _stack
 from .._ops.array import reshape as _reshape
+from .._ops.array import stack as _stack
 from .._ops.array import unstack as _unstack
 
 __all__ = ["TensorArray"]

@@ -415,7 +415,7 @@ def tensor_array_eager_semantics(tf, wrap):
                   lambda: tf.TensorArray(tf.float32, size=3).unstack([1.0, 2.0, 3.0]).gather([2, 0]),
                   lambda: tf.TensorArray(tf.float32, size=3).scatter([2, 0], [5.0, 6.0]).stack(),
                   lambda: tf.TensorArray(tf.float32, size=2).unstack([1.0, 2.0, 3.0]).stack()):
-            out.append(outcome(lambda _: f(), tf))
+            out.append(outcome(lambda _, f=f: f(), tf))
         return out
 
     return run()
