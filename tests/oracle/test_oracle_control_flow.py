@@ -451,6 +451,33 @@ def tensor_array_read_in_scan(tf, wrap):
     return wrap(run)(tf.constant([1.0, 2.0, 3.0]))
 
 
+@snippet
+def tape_inside_branch_and_body(tf, wrap):
+    w = tf.Variable(0.5)
+
+    def run(x):
+        def inner_grad():
+            with tf.GradientTape() as t:
+                t.watch(x)
+                y = x * x * x * w
+            return t.gradient(y, x)
+
+        def body(i, acc):
+            with tf.GradientTape() as t:
+                t.watch(acc)
+                z = tf.sin(acc) * x
+            return i + 1, acc + t.gradient(z, acc)
+
+        with tf.GradientTape(persistent=True) as g:
+            g.watch(x)
+            a = tf.cond(x > 0, inner_grad, lambda: x * w)
+            _, b = tf.while_loop(lambda i, acc: i < 2, body, (tf.constant(0), x), maximum_iterations=2)
+        return [a, b, g.gradient(a, x), g.gradient(a, w), g.gradient(b, x)]
+
+    f = wrap(run)
+    return [f(tf.constant(1.3)), f(tf.constant(-0.4))]
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("fn", SNIPPETS, ids=[f.__name__ for f in SNIPPETS])
 def test_against_tf(real_tf, fn, mode):
