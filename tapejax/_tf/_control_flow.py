@@ -413,10 +413,18 @@ def _lowered_switch(index: Any, fns: Sequence[Callable], api: str) -> Any:
         branches.append((t.jaxpr, cmap, tuple(omap)))
     out_dtypes = tuple(np.dtype(a.dtype) for a in first.out_avals[:first.n_out]) + tuple(
         np.dtype(jnp.result_type(_outer_value(v, outer_bound))) for v in written)
+    for k, x in enumerate(first.out_leaves):
+        if any(_is_ta(t.out_leaves[k]) != _is_ta(x) for t in traced):
+            raise TypeError(
+                f"true_fn and false_fn arguments to tf.cond must have the same number, type, and overall structure "
+                f"of return values: output {k} of {api} is a TensorArray in one branch only."
+            )
     idx = _as_tensor(index)
     outs = bind(SWITCH, idx, *ext.inputs(), branches=tuple(branches), out_dtypes=out_dtypes)
     _write_back(written, outs[first.n_out:])
-    return _unflatten(first.out_tree, outs[:first.n_out], first.like)
+    # A TensorArray a branch returns comes back as its buffer: rebuild the array.
+    res = [_tensor_array.from_array(x, o) if _is_ta(x) else o for x, o in zip(first.out_leaves, outs)]
+    return _unflatten(first.out_tree, res, first.like)
 
 
 def _check_callable(f: Any, name: str, api: str) -> None:

@@ -478,6 +478,24 @@ def tape_inside_branch_and_body(tf, wrap):
     return [f(tf.constant(1.3)), f(tf.constant(-0.4))]
 
 
+@snippet
+def tensor_array_through_cond_in_loop(tf, wrap):
+    def run(x):
+        def body(i, ta):
+            ta = tf.cond(i % 2 == 0, lambda: ta.write(i, x * tf.cast(i + 1, tf.float32)), lambda: ta)
+            return i + 1, ta
+
+        with tf.GradientTape() as g:
+            g.watch(x)
+            _, ta = tf.while_loop(lambda i, ta: i < 4, body,
+                                  (tf.constant(0), tf.TensorArray(tf.float32, size=4, element_shape=())),
+                                  maximum_iterations=4)
+            y = tf.reduce_sum(ta.stack() ** 2)
+        return [ta.stack(), g.gradient(y, x)]
+
+    return wrap(run)(tf.constant(2.0))
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("fn", SNIPPETS, ids=[f.__name__ for f in SNIPPETS])
 def test_against_tf(real_tf, fn, mode):
