@@ -416,3 +416,20 @@ def test_docstring_examples_run():
     for mod in (_control_flow, _tensor_array):
         res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
         assert res.attempted > 0 and res.failed == 0, mod.__name__
+
+
+def test_variable_created_lazily_in_a_body_on_the_first_call():
+    # tapejax.function runs a first call that creates variables eagerly (a lazy build), as TF allows.
+    made = {}
+
+    @tf.function
+    def f(x):
+        def body(i, y):
+            if "v" not in made:
+                made["v"] = tf.Variable(3.0)
+            return i + 1, y * made["v"]
+
+        return tf.while_loop(lambda i, y: i < 2, body, (tf.constant(0), x))[1]
+
+    assert float(f(tf.constant(2.0))) == 18.0
+    assert float(f(tf.constant(1.0))) == 9.0

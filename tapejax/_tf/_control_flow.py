@@ -172,6 +172,10 @@ class _Hook:
         self.writes.setdefault(var._uid, var)
 
     def created(self, var: VariableBase) -> None:
+        # A compiled step's first trace reacts by running that call eagerly (a lazy build):
+        # let it, and refuse only where nothing else can.
+        if self.prev is not None:
+            self.prev.created(var)
         raise ValueError(
             "A tf.Variable was created inside a tf.cond branch or a loop body while it was being traced "
             "(inside tapejax.function). Create the variable outside the control-flow construct."
@@ -188,7 +192,8 @@ class _Fn:
     """A functionalized callable: ``jaxpr(consts, *args, *carried) -> (*outs, *carried', *written)``.
 
     ``consts`` are classified as ("var", variable), ("tensor", id) or ("const",):
-    see ``_externals``.
+    see ``_Externals``. ``out_leaves`` are the callable's flattened outputs as it returned
+    them (a TensorArray is rebuilt from its buffer); ``like`` the returned structure.
     """
 
     def __init__(self, jaxpr: Any, consts: list, kinds: list, out_tree: Any, out_avals: list, n_out: int,
@@ -200,7 +205,8 @@ class _Fn:
         self.out_avals = out_avals
         self.n_out = n_out
         self.written = written
-        self.out_leaves = out_leaves  # per user output: a description for error messages
+        self.out_leaves = out_leaves
+        self.like: Any = None
 
 
 def _is_ta(x: Any) -> bool:
