@@ -365,8 +365,11 @@ def test_creating_a_variable_in_a_lowered_branch_is_refused():
     def f(x):
         return tf.cond(x > 0, lambda: tf.Variable(1.0) * x, lambda: x)
 
-    with pytest.raises(ValueError, match="outside"):
-        f(tf.constant(1.0))
+    # The first call runs eagerly (tapejax.function's lazy-build rule); a variable created on
+    # every call is refused, as tf.function refuses it.
+    assert float(f(tf.constant(1.0))) == 1.0
+    with pytest.raises(ValueError, match="variable"):
+        f(tf.constant(2.0))
 
 
 def test_vectorized_map_eager_matches_map_fn_and_records_one_op():
