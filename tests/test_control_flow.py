@@ -436,3 +436,45 @@ def test_variable_created_lazily_in_a_body_on_the_first_call():
 
     assert float(f(tf.constant(2.0))) == 18.0
     assert float(f(tf.constant(1.0))) == 9.0
+
+
+def test_forward_accumulator_through_lowered_scan_map_and_bounded_while_vs_jax():
+    @tf.function
+    def f(x):
+        with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as acc:
+            a = tf.scan(lambda c, e: c * e + tf.sin(e), x, initializer=tf.constant(1.0))
+            b = tf.map_fn(lambda e: e * e * x[0], x)
+            _, c = tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, tf.tanh(y) * x), (tf.constant(0), x),
+                                 maximum_iterations=3)
+            y = tf.reduce_sum(a) + tf.reduce_sum(b) + tf.reduce_sum(c)
+        return y, acc.jvp(y)
+
+    def pure(x):
+        a = lax.scan(lambda c, e: (c * e + jnp.sin(e),) * 2, jnp.float32(1.0), x)[1]
+        b = lax.map(lambda e: e * e * x[0], x)
+        c = lax.fori_loop(0, 3, lambda i, y: jnp.tanh(y) * x, x)
+        return jnp.sum(a) + jnp.sum(b) + jnp.sum(c)
+
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    y, t = f(tf.constant(x))
+    ey, et = jax.jvp(pure, (x,), (np.ones(3, np.float32),))
+    np.testing.assert_allclose([float(y), float(t)], [float(ey), float(et)], rtol=1e-5)
+
+
+def test_jacobian_through_bounded_while_loop_vs_jax():
+    @tf.function
+    def f(x):
+        with tf.GradientTape() as g:
+            g.watch(x)
+            _, y = tf.while_loop(lambda i, y: tf.reduce_sum(y) < 5.0, lambda i, y: (i + 1, y * x + 0.5),
+                                 (tf.constant(0), x), maximum_iterations=10)
+        return g.jacobian(y, x)
+
+    def pure(x):
+        def body(y):
+            return lax.cond(jnp.sum(y) < 5.0, lambda y: y * x + 0.5, lambda y: y, y)
+
+        return lax.fori_loop(0, 10, lambda i, y: body(y), x)
+
+    x = np.array([0.5, 0.8], np.float32)
+    np.testing.assert_allclose(f(tf.constant(x)).numpy(), jax.jacobian(pure)(x), rtol=1e-5)
