@@ -478,3 +478,26 @@ def test_jacobian_through_bounded_while_loop_vs_jax():
 
     x = np.array([0.5, 0.8], np.float32)
     np.testing.assert_allclose(f(tf.constant(x)).numpy(), jax.jacobian(pure)(x), rtol=1e-5)
+
+
+def test_traced_maximum_iterations_bounds_values_and_forward_mode():
+    @tf.function
+    def f(x, n):
+        with tf.autodiff.ForwardAccumulator(x, tf.constant(1.0)) as acc:
+            y = tf.while_loop(lambda y: y < 100.0, lambda y: (y * x,), (x,), maximum_iterations=n)[0]
+        return y, acc.jvp(y)
+
+    y, t = f(tf.constant(2.0), tf.constant(3))
+    assert float(y) == 16.0 and float(t) == 32.0
+    y, _ = f(tf.constant(2.0), tf.constant(10))
+    assert float(y) == 128.0
+
+    @tf.function
+    def g(x, n):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.while_loop(lambda y: y < 100.0, lambda y: (y * x,), (x,), maximum_iterations=n)[0]
+        return tape.gradient(y, x)
+
+    with pytest.raises(errors.UnimplementedError, match="static bound"):
+        g(tf.constant(2.0), tf.constant(3))

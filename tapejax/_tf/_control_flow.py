@@ -598,7 +598,10 @@ def _reverse_mode(vals: Sequence[Any]) -> bool:
 
 
 def _while_impl(*vals: Any, cond_br: tuple, body_br: tuple, n_carry: int, carry_dtypes: tuple,
-                max_iter: int | None) -> tuple:
+                max_iter: int | None, dyn_max: bool = False) -> tuple:
+    if dyn_max:
+        # maximum_iterations known only at run time: it is the last input.
+        return _while_dynamic_max(vals, cond_br, body_br, n_carry, carry_dtypes)
     # Every function below takes its data from its own arguments ``v`` (never from ``vals``):
     # under the custom_jvp they are the differentiated inputs.
     def split(v: tuple) -> tuple:
@@ -649,12 +652,33 @@ def _while_impl(*vals: Any, cond_br: tuple, body_br: tuple, n_carry: int, carry_
     return _with_tangent_rule(bounded, scanned, vals, reverse_error=False)
 
 
+def _while_dynamic_max(vals: tuple, cond_br: tuple, body_br: tuple, n_carry: int, carry_dtypes: tuple) -> tuple:
+    if _reverse_mode(vals):
+        raise _unbounded_error()
+
+    def run(v: tuple) -> tuple:
+        m = v[-1]
+        cr0 = tuple(_strong(x, d) for x, d in zip(v[:n_carry], carry_dtypes))
+        ext = v[n_carry:-1]
+
+        def c2(s: tuple) -> Any:
+            return (s[0] < m) & jnp.reshape(_eval(cond_br[0], cond_br[1], ext, s[1])[0], ()).astype(bool)
+
+        def b2(s: tuple) -> tuple:
+            outs = _eval(body_br[0], body_br[1], ext, s[1])
+            return s[0] + 1, tuple(_strong(o, d) for o, d in zip(outs, carry_dtypes))
+
+        return tuple(lax.while_loop(c2, b2, (jnp.zeros((), jnp.asarray(m).dtype), cr0))[1])
+
+    return _with_tangent_rule(run, run, vals, reverse_error=True)
+
+
 def _unbounded_error() -> Exception:
     return errors.UnimplementedError(
-        "A reverse-mode gradient through a tf.while_loop traced inside tapejax.function needs a bound "
-        "on its number of iterations: pass maximum_iterations=N to tf.while_loop (XLA keeps the "
-        "forward values of at most N iterations). Forward-mode (ForwardAccumulator) and eager loops "
-        "need no bound."
+        "A reverse-mode gradient through a tf.while_loop traced inside tapejax.function needs a static bound "
+        "on its number of iterations: pass maximum_iterations=N (a Python int or a constant, not a traced "
+        "tensor) to tf.while_loop (XLA keeps the forward values of at most N iterations). Forward-mode "
+        "(ForwardAccumulator) and eager loops need no bound."
     )
 
 
@@ -689,10 +713,12 @@ def _max_iter_value(maximum_iterations: Any) -> Any:
         return None
     v = _value(maximum_iterations)
     if _is_tracer(v):
-        raise ValueError(
-            "maximum_iterations of tf.while_loop must be known when tapejax.function traces the loop "
-            "(a Python int or a constant tensor), because XLA needs a static bound."
-        )
+        # Known only when the compiled step runs: it bounds the loop's values; reverse mode
+        # through the loop then needs a static bound (see _while_impl).
+        t = _as_tensor(maximum_iterations)
+        if t._value.ndim != 0:
+            raise ValueError(f"maximum_iterations must be a scalar, saw shape: {tuple(t._value.shape)}")
+        return t
     v = np.asarray(v)
     if v.ndim != 0:
         raise ValueError(f"maximum_iterations must be a scalar, saw shape: {v.shape}")
@@ -734,7 +760,7 @@ def while_loop(cond: Callable, body: Callable, loop_vars: Any, shape_invariants:
     flat, tree = _flatten(loop_vars)
     max_iter = _max_iter_value(maximum_iterations)
     tensors = [x if _is_ta(x) else _as_tensor(x) for x in flat]
-    if _lowering([t._value for t in tensors if not _is_ta(t)]):
+    if isinstance(max_iter, Tensor) or _lowering([t._value for t in tensors if not _is_ta(t)]):
         return _lowered_while(cond, body, tensors, tree, max_iter, loop_vars)
     # Eagerly: the Python loop TF runs, op by op (the tapes record every iteration).
     lv = _unflatten(tree, [x if isinstance(x, Tensor) or _is_ta(x) else t for x, t in zip(flat, tensors)])
@@ -864,8 +890,10 @@ def _lowered_while(cond: Callable, body: Callable, leaves: list, tree: Any, max_
     carry_dtypes = dtypes + tuple(np.dtype(jnp.result_type(_outer_value(v, state.bound))) for v in carried)
     # The cond jaxpr returns (pred, carried...): only its first output is used.
     var_reads = [read_variable(v) for v in carried]
-    outs = bind(WHILE, *tensors, *var_reads, *ext.inputs(), cond_br=(fc.jaxpr, cmap_c), body_br=(fb.jaxpr, cmap_b),
-                n_carry=n_loop + len(carried), carry_dtypes=carry_dtypes, max_iter=max_iter)
+    dyn = isinstance(max_iter, Tensor)
+    outs = bind(WHILE, *tensors, *var_reads, *ext.inputs(), *([max_iter] if dyn else []), cond_br=(fc.jaxpr, cmap_c),
+                body_br=(fb.jaxpr, cmap_b), n_carry=n_loop + len(carried), carry_dtypes=carry_dtypes,
+                max_iter=None if dyn else max_iter, **({"dyn_max": True} if dyn else {}))
     _write_back(carried, outs[n_loop:])
     return _unflatten(tree, rebuild(list(outs[:n_loop])), like)
 
