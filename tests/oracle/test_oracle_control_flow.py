@@ -496,6 +496,13 @@ def tensor_array_through_cond_in_loop(tf, wrap):
     return wrap(run)(tf.constant(2.0))
 
 
+@snippet
+def while_loop_vars_not_a_sequence(tf, wrap):
+    return [outcome(lambda _: wrap(lambda: tf.while_loop(lambda a: a < 5, lambda a: a * 2, tf.ones(())))(), tf),
+            outcome(lambda _: wrap(lambda: tf.while_loop(lambda d: d["a"] < 5, lambda d: {"a": d["a"] * 2},
+                                                         {"a": tf.ones(())}))(), tf)]
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("fn", SNIPPETS, ids=[f.__name__ for f in SNIPPETS])
 def test_against_tf(real_tf, fn, mode):
