@@ -1005,7 +1005,10 @@ def _scan_common(fn: Callable, elems: Any, initializer: Any, reverse: bool, api:
     tensors, xs_tree, n = _elems(elems, api)
     if initializer is None:
         if n == 0:
-            raise ValueError(f"{api}: elems must not be empty when no initializer is given.")
+            msg = "Tried to read from index 0 but array size is: 0"
+            if _lowering([t._value for t in tensors]):
+                raise errors.InvalidArgumentError(f"{api}: {msg} (elems is empty and there is no initializer).")
+            raise errors.OutOfRangeError(msg)
         rows = _rows(tensors)
         first = rows[-1] if reverse else rows[0]
         acc0 = _unflatten(xs_tree, first)
@@ -1131,38 +1134,43 @@ def map_fn(fn: Callable, elems: Any, dtype: Any = None, parallel_iterations: int
     """
     sig = fn_output_signature if fn_output_signature is not None else dtype
     tensors, xs_tree, n = _elems(elems, "tf.map_fn")
-    out_dtypes = _output_dtypes(sig) if sig is not None else None
+    if sig is not None:
+        expected = _output_dtypes(sig)
+        exp_tree = _flatten(expected)[1] if not isinstance(expected, np.dtype) else None
+        exp_dtypes = jax.tree_util.tree_leaves(expected)
+    else:
+        # TF: without a signature, fn must return elems' structure and dtypes.
+        exp_tree = xs_tree
+        exp_dtypes = [np.dtype(t._value.dtype) for t in tensors]
 
     def apply(x: Any) -> Any:
         y = fn(x)
-        if out_dtypes is None:
-            return y
         yf, ytree = _flatten(y)
-        df = jax.tree_util.tree_leaves(out_dtypes)
-        if len(df) != len(yf):
+        if len(exp_dtypes) != len(yf) or (exp_tree is not None and not _same_structure(exp_tree, ytree)):
             raise ValueError(
-                f"The two structures don't have the same nested structure: fn returned {ytree}, "
-                f"fn_output_signature is {sig!r}."
+                "The two structures don't have the same nested structure: fn of tf.map_fn returned "
+                f"{ytree}, expected {exp_tree if exp_tree is not None else 'one tensor'} (pass fn_output_signature "
+                "when fn's output differs from elems)."
             )
-        return _unflatten(ytree, [_as_tensor_dtype(v, d) for v, d in zip(yf, df)])
+        return _unflatten(ytree, [_as_tensor_dtype(v, d) for v, d in zip(yf, exp_dtypes)], y)
 
     if _lowering([t._value for t in tensors]):
         _, ys, (ytree, like) = _lowered_scan(lambda c, x: ((), apply(x)), [], _flatten(())[1], tensors, xs_tree, n,
                                              False, "tf.map_fn")
         return _unflatten(ytree, ys, like)
-    rows = _rows(tensors)
+    if n == 0:
+        # TF's eager map_fn stacks an empty TensorArray whose element shape it never learned.
+        zeros = [Tensor(jnp.zeros((0,), d)) for d in exp_dtypes]
+        if exp_tree is None:
+            return zeros[0]
+        return _unflatten(exp_tree, zeros, sig if sig is not None else elems)
     outs = []
     ytree = None
     y_obj = None
-    for r in rows:
+    for r in _rows(tensors):
         y_obj = apply(_unflatten(xs_tree, r, elems))
         yf, ytree = _flatten(y_obj)
         outs.append([_as_tensor(y) for y in yf])
-    if not outs:
-        # No element to run fn on: its output structure comes from a trace of fn.
-        _, ys, (ytree, like) = _lowered_scan(lambda c, x: ((), apply(x)), [], _flatten(())[1], tensors, xs_tree, 0,
-                                             False, "tf.map_fn")
-        return _unflatten(ytree, ys, like)
     return _unflatten(ytree, _stack_all(outs, len(outs[0])), y_obj)
 
 
@@ -1170,9 +1178,9 @@ def _as_tensor_dtype(v: Any, d: np.dtype) -> Tensor:
     if isinstance(v, Tensor | VariableBase):
         t = _as_tensor(v)
         if np.dtype(t._value.dtype) != d:
-            raise TypeError(
-                f"fn of tf.map_fn returned a {np.dtype(t._value.dtype).name} tensor where fn_output_signature "
-                f"says {d.name}: cast it, or fix fn_output_signature."
+            raise errors.InvalidArgumentError(
+                f"TensorArray dtype is {d.name} but Op is trying to write dtype {np.dtype(t._value.dtype).name}: "
+                "fn of tf.map_fn must return the dtypes of fn_output_signature (elems' dtypes without one)."
             )
         return t
     return convert_to_tensor(v, dtype=d.name)

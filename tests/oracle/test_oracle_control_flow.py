@@ -503,6 +503,20 @@ def while_loop_vars_not_a_sequence(tf, wrap):
                                                          {"a": tf.ones(())}))(), tf)]
 
 
+@snippet
+def map_scan_fold_edge_cases(tf, wrap):
+    cases = [lambda: tf.map_fn(lambda x: (x, x), tf.ones(3)),
+             lambda: tf.map_fn(lambda x: tf.cast(x, tf.int32), tf.ones(3)),
+             lambda: tf.map_fn(lambda x: tf.stack([x, x]), tf.ones(3)),
+             lambda: tf.map_fn(lambda x: x * 2, tf.ones((0, 2))),
+             lambda: tf.map_fn(lambda x: x * 2, tf.constant(1.0)),
+             lambda: tf.scan(lambda a, x: (a, a), tf.ones(3)),
+             lambda: tf.scan(lambda a, x: a + x, tf.ones((0,)), initializer=tf.constant(1.0)),
+             lambda: tf.foldl(lambda a, x: a + x, tf.ones((0,))),
+             lambda: tf.vectorized_map(lambda x: (x, x * 2), tf.ones(3))]
+    return [outcome(lambda _, f=f: wrap(f)(), tf) for f in cases]
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("fn", SNIPPETS, ids=[f.__name__ for f in SNIPPETS])
 def test_against_tf(real_tf, fn, mode):
