@@ -155,15 +155,38 @@ class _Hook:
 
     trace = True
 
-    def __init__(self, prev: Any):
+    def __init__(self, prev: Any, outer_bound: dict | None = None, bound: dict | None = None):
         self.prev = prev
         self.reads: dict[int, VariableBase] = {}
         self.writes: dict[int, VariableBase] = {}
+        self.outer_bound = outer_bound
+        self.bound = bound
+        self.views: set[int] = set()
 
-    def read(self, var: VariableBase) -> None:
-        if self.prev is not None:
+    def note_read(self, var: VariableBase) -> None:
+        # Registration only, up the chain: an enclosing body's bound values are not touched
+        # while this one traces (a value made here would leak into that trace).
+        if isinstance(self.prev, _Hook):
+            self.prev.note_read(var)
+        elif self.prev is not None:
             self.prev.read(var)
         self.reads.setdefault(var._uid, var)
+
+    def read(self, var: VariableBase) -> None:
+        self.note_read(var)
+        b = self.bound
+        if b is None or var._uid not in b:
+            return
+        cur = b[var._uid]
+        src = _outer_value(var, self.outer_bound)
+        if cur is src or id(cur) in self.views or not jnp.issubdtype(jnp.result_type(cur), jnp.inexact):
+            return
+        # A read after an assign (in this body, or carried from an earlier iteration) is, as in TF, a
+        # fresh read of the variable: its value is the assigned one, but no gradient flows back into
+        # what was assigned; its gradient goes to the variable itself (the value it entered with).
+        view = lax.stop_gradient(cur) + (src - lax.stop_gradient(src))
+        self.views.add(id(view))
+        b[var._uid] = view
 
     def write(self, var: VariableBase) -> None:
         if self.prev is not None:
@@ -239,10 +262,10 @@ def _functionalize(fn: Callable, make_args: Callable[[list], tuple], in_avals: l
         rec = _core.Tape(watch_accessed_variables=False)
         rec.watched = _Everything()
         start = _core._next_id()
-        hook = _Hook(prev)
         bound = dict(outer_bound) if outer_bound else {}
         for v, a in zip(carried, arrays[n_args:]):
             bound[v._uid] = a
+        hook = _Hook(prev, outer_bound, bound)
         saved = (state.recording, state.accumulators, state.order, state.bound)
         state.recording, state.accumulators, state.order = [rec], [], []
         state.bound = bound

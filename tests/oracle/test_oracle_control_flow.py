@@ -517,6 +517,25 @@ def map_scan_fold_edge_cases(tf, wrap):
     return [outcome(lambda _, f=f: wrap(f)(), tf) for f in cases]
 
 
+@snippet
+def read_after_assign_in_branch_and_body(tf, wrap):
+    v = tf.Variable(1.0)
+
+    def run(x):
+        with tf.GradientTape(persistent=True) as g:
+            g.watch(x)
+
+            def body(i, y):
+                v.assign(x * 3.0)
+                return i + 1, y + v.read_value() * x
+
+            _, y = tf.while_loop(lambda i, y: i < 2, body, (tf.constant(0), tf.constant(0.0)), maximum_iterations=2)
+            z = tf.cond(x > 0, lambda: v.assign_add(x).read_value() * 2.0, lambda: x)
+        return [y, z, g.gradient(y, x), g.gradient(z, x), g.gradient(y, v), g.gradient(z, v)]
+
+    return [wrap(run)(tf.constant(2.0)), v.read_value()]
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("fn", SNIPPETS, ids=[f.__name__ for f in SNIPPETS])
 def test_against_tf(real_tf, fn, mode):
