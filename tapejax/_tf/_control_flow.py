@@ -22,7 +22,12 @@ Two regimes, as in TF:
   captured tensors and captured variables, to any order.
 
 Variables assigned inside a lowered branch or body are carried as extra
-outputs (and, in loops, as extra loop state) and written back after the op.
+outputs (and, in loops, as extra loop state) and written back after the op;
+a read after an assign there is a fresh read of the variable, as in TF.
+
+Entry points for autograph (TF's signatures): ``cond(pred, true_fn, false_fn)``,
+``while_loop(cond, body, loop_vars, maximum_iterations=None)`` (``body(*loop_vars)``
+returns a tuple/list like ``loop_vars``), and ``needs_lowering(*values)``.
 """
 
 from __future__ import annotations
@@ -115,6 +120,15 @@ def _lowering(values: Sequence[Any]) -> bool:
     if any(getattr(c, "trace", False) for c in state.tracing):
         return True
     return any(_is_tracer(_value(v)) for v in values)
+
+
+def needs_lowering(*values: Any) -> bool:
+    """Would a construct over ``values`` be lowered (a compiled step traces, or a value is a tracer)?
+
+    For autograph: a Python ``if``/``while`` on a tensor for which this is False can run as
+    Python (the value is concrete); otherwise convert it to ``cond``/``while_loop``.
+    """
+    return _lowering(list(values))
 
 
 def _as_tensor(x: Any) -> Tensor:
