@@ -603,3 +603,18 @@ def test_read_after_assign_in_lowered_body_is_a_fresh_read():
     assert eager == compiled
     # y = 2 * (3x) * x with the read's value 3x held constant: dy/dx = 2 * 3x = 12; dz/dx: 0.
     assert eager[2] == 12.0 and eager[3] == 2.0 * 2 + 2.0
+
+
+def test_needs_lowering_tells_autograph_when_python_control_flow_must_be_converted():
+    from tapejax._tf._control_flow import needs_lowering
+
+    assert not needs_lowering(tf.constant(1.0), 3)
+    seen = []
+
+    @tf.function
+    def f(x):
+        seen.append(needs_lowering(x))
+        return x
+
+    f(tf.constant(1.0))
+    assert seen == [True]
