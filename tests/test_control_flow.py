@@ -270,7 +270,7 @@ def _check_stateful_program(seed: int) -> None:
         v = tf.Variable(0.5)
         wv = tf.Variable(w)
 
-        def run(x):
+        def run(x, v=v, wv=wv):
             with tf.GradientTape() as g:
                 g.watch(x)
                 y = ev(prog, {"x": x, "w": wv, "v": v}, TF) * 1.0
