@@ -402,13 +402,6 @@ class _ControlFlowPrimitive(Primitive):
 SWITCH = _ControlFlowPrimitive("switch_case", _switch_impl, multiple_results=True)
 
 
-def _describe(x: Any) -> str:
-    if isinstance(x, Tensor | VariableBase):
-        v = x._value
-        return f"Tensor(shape={_shape_str(v.shape)}, dtype={np.dtype(v.dtype).name})"
-    return repr(x)
-
-
 def _lowered_switch(index: Any, fns: Sequence[Callable], api: str) -> Any:
     traced = [_functionalize(f, lambda arrays: (), [], [], api) for f in fns]
     first = traced[0]
@@ -468,11 +461,6 @@ def _lowered_switch(index: Any, fns: Sequence[Callable], api: str) -> Any:
     # A TensorArray a branch returns comes back as its buffer: rebuild the array.
     res = [_tensor_array.from_array(x, o) if _is_ta(x) else o for x, o in zip(first.out_leaves, outs)]
     return _unflatten(first.out_tree, res, first.like)
-
-
-def _check_callable(f: Any, name: str, api: str) -> None:
-    if not callable(f):
-        raise TypeError(f"{name} must be callable.")
 
 
 def _pred_value(pred: Any) -> Any:
@@ -619,10 +607,6 @@ def case(pred_fn_pairs: Any, default: Callable | None = None, exclusive: bool = 
 
 # --------------------------------------------------------------------------
 # while_loop
-
-
-class _NoReverse(Exception):
-    pass
 
 
 def _reverse_mode(vals: Sequence[Any]) -> bool:
