@@ -43,6 +43,10 @@ from ._namespace import populate as _populate
 from ._print import print_ as print  # noqa: A001  (TF's name)
 from ._variable import Variable
 
+# Control flow (tf.cond, tf.while_loop, tf.map_fn, ...): _tf/_control_flow.py.
+from ._control_flow import TensorArray, case, cond, foldl, foldr, map_fn, scan, switch_case, vectorized_map  # noqa: I001
+from ._control_flow import while_loop  # noqa: I001
+
 newaxis = None
 half = float16
 double = float64
@@ -72,6 +76,8 @@ __all__ = sorted(
         "Explanation", "NoneGradientCause", "NoneGradientWarning", "explain",
         "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
         "newaxis", "half", "double",
+        # control flow
+        "TensorArray", "case", "cond", "foldl", "foldr", "map_fn", "scan", "switch_case", "vectorized_map", "while_loop",
         *_OPS,
         *_MODULE_BRANCH,
     }
