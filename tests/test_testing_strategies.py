@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import ml_dtypes
@@ -198,8 +199,17 @@ def test_plugin_entry_point_is_declared_in_pyproject():
         tomllib = pytest.importorskip("tomli", reason="reading pyproject.toml on Python < 3.11 needs tomli")
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         meta = tomllib.load(f)
-    assert meta["project"]["entry-points"]["pytest11"]["tapejax"] == "tapejax.testing._pytest_plugin"
+    assert meta["project"]["entry-points"]["pytest11"]["tapejax"] == "tapejax_pytest"
     assert hasattr(_pytest_plugin, "pytest_configure") and hasattr(_pytest_plugin, "pytest_addoption")
+
+
+def test_plugin_imports_neither_tapejax_nor_jax():
+    # The entry point runs in every pytest session of the environment: an unrelated
+    # project must not pay for JAX's import or see its configuration read early.
+    code = ("import sys, tapejax_pytest; "
+            "print(sorted(m for m in ('tapejax', 'jax', 'hypothesis') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_plugin_end_to_end_in_a_pytest_subprocess(tmp_path):
@@ -216,7 +226,7 @@ def test_plugin_end_to_end_in_a_pytest_subprocess(tmp_path):
     env = dict(os.environ, TAPEJAX_HYPOTHESIS_PROFILE="thorough", PYTHONPATH=ROOT)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:tapejax",
-         "-p", "tapejax.testing._pytest_plugin", "-o", "tapejax_hypothesis_profile=deterministic",
+         "-p", "tapejax_pytest", "-o", "tapejax_hypothesis_profile=deterministic",
          "test_profile.py"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
