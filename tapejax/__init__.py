@@ -20,7 +20,14 @@ from . import _ops  # noqa: F401  (the op library: every family registers into t
 from ._tf import _surface
 from ._tf._surface import *  # noqa: F403  (explicit: every name in _surface.__all__, the tf.* surface)
 
-from . import keras  # noqa: E402  (last: tf.keras is written with the surface above)
-
 __all__ = [*_surface.__all__, "keras"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # tf.keras imports Keras 3 (about a second): only a program that uses it pays.
+    if name == "keras":
+        import importlib
+
+        return importlib.import_module(".keras", __name__)
+    raise AttributeError(f"module 'tapejax' has no attribute {name!r}")
