@@ -61,7 +61,14 @@ mixed_precision = _keras.mixed_precision
 saving = _keras.saving
 ops = _keras.ops
 KerasTensor = _keras.KerasTensor
-Variable = KerasVariable
+
+
+def Variable(*args, **kwargs):  # noqa: N802  (TF's name)
+    """``keras.Variable(initializer, shape=None, dtype=None, trainable=True, ...)`` seen as a ``tf.Variable``."""
+    from ._bridge import mirror
+
+    return mirror(_keras.Variable(*args, **kwargs))
+
 __version__ = _keras.__version__
 
 __all__ = [

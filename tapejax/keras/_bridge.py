@@ -21,17 +21,19 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from .._core._recorder import Tensor, VariableBase, suspended
+from .._core._recorder import Primitive, Tensor, VariableBase, bind, suspended
 from .._ops._tensor import TensorShape
-from .._tf._jnp_wrap import wrap
+from .._tf._jnp_wrap import _DATA, _freeze, _is_data, _is_leaf, _thaw
 from .._tf._variable import Variable
 
-__all__ = ["load_keras", "mirror", "kvar", "stateful_call", "jax_level", "is_tape_value"]
+__all__ = ["tf_keras", "load_keras", "mirror", "kvar", "stateful_call", "jax_level", "is_tape_value"]
 
 
 def load_keras() -> Any:
@@ -49,6 +51,14 @@ def load_keras() -> Any:
                 os.environ.pop("KERAS_BACKEND", None)
             else:
                 os.environ["KERAS_BACKEND"] = prev
+    if "tensorflow" not in sys.modules:
+        # Keras asks whether TensorFlow is installed (importing it: seconds, and a
+        # TF runtime in the process) only to recognise TF objects a tapejax
+        # program does not have (tf.TensorShape, tf.data, gfile paths).
+        from keras.src.utils import module_utils
+
+        if module_utils.tensorflow._available is None:
+            module_utils.tensorflow._available = False
     backend = mod.backend.backend()
     if backend != "jax":
         raise ImportError(
@@ -61,6 +71,10 @@ def load_keras() -> Any:
 
 keras = load_keras()
 
+# TensorFlow's ``tf.keras`` namespace (Keras 3 plus the legacy names TF keeps:
+# ``losses.Reduction``, ``losses.mse``...), without importing TensorFlow.
+from keras._tf_keras import keras as tf_keras  # noqa: E402
+
 from keras.src.backend.common.stateless_scope import (  # noqa: E402
     StatelessScope,
     get_stateless_scope,
@@ -68,6 +82,26 @@ from keras.src.backend.common.stateless_scope import (  # noqa: E402
 )
 
 _KerasVariable = keras.Variable
+
+
+class quiet_keras_array:
+    """Context: silence NumPy 2's warning about ``keras.Variable.__array__`` (no ``copy`` keyword).
+
+    Keras 3.15's saving converts its variables with ``np.array(variable)``;
+    NumPy 2 warns (a DeprecationWarning) because Keras's ``__array__`` lacks the
+    ``copy`` keyword. The conversion itself is right; the warning is Keras's.
+    """
+
+    def __enter__(self) -> None:
+        import warnings
+
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
+        warnings.filterwarnings("ignore", message="__array__ implementation doesn't accept a copy keyword",
+                                category=DeprecationWarning)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._cm.__exit__(*exc)
 
 
 # ---- variables ---------------------------------------------------------------------------
@@ -212,19 +246,51 @@ def _run(fn: _Ref, kvars: tuple, values: tuple, args: tuple, kwargs: dict) -> tu
     return out, new
 
 
-_OP = wrap(_run, "keras.call")
+class _OutTree(threading.local):
+    tree: Any = None
+
+
+_out_tree = _OutTree()
+
+
+def _impl(*data: Any, fn: _Ref, kvars: tuple, treedef: Any, layout: tuple) -> tuple:
+    n = len(kvars)
+    values, rest = data[:n], iter(data[n:])
+    leaves = [next(rest) if s is _DATA else _thaw(s) for s in layout]
+    args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
+    out, new = _run(fn, kvars, values, args, kwargs)
+    out_leaves, out_tree = jax.tree_util.tree_flatten(out)
+    _out_tree.tree = out_tree
+    return tuple(jnp.asarray(o) for o in out_leaves) + tuple(new)
+
+
+_PRIM = Primitive("keras", _impl, differentiable=True, multiple_results=True)
 
 
 def stateful_call(fn: Callable, variables: list, args: tuple, kwargs: dict) -> Any:
-    """``fn(*args, **kwargs)`` as one recorded op over ``variables`` (Keras or mirror); state updates assigned back."""
+    """``fn(*args, **kwargs)`` as one recorded op over ``variables`` (Keras or mirror); state updates assigned back.
+
+    Recorded through ``bind``: tapes, accumulators and compiled steps see it as
+    any other op.
+    """
     ms = [mirror(kvar(v)) for v in variables]
     kvars = tuple(_Ref(m._kv) for m in ms)
+    leaves, treedef = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)), is_leaf=_is_leaf)
+    layout, data = [], []
+    for leaf in leaves:
+        if _is_data(leaf):
+            layout.append(_DATA)
+            data.append(leaf)
+        else:
+            layout.append(_freeze(leaf))
     old = [m._value for m in ms]
-    out, new = _OP(_Ref(fn), kvars, tuple(ms), args, kwargs)
-    for m, o, n in zip(ms, old, new):
-        if n._value is not o:
-            m.assign(n)
-    return out
+    outs = bind(_PRIM, *ms, *data, fn=_Ref(fn), kvars=kvars, treedef=treedef, layout=tuple(layout))
+    out_tree = _out_tree.tree
+    n_out = len(outs) - len(ms)
+    for m, o, t in zip(ms, old, outs[n_out:]):
+        if t._value is not o:
+            m.assign(t)
+    return jax.tree_util.tree_unflatten(out_tree, list(outs[:n_out]))
 
 
 def is_tape_value(x: Any) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ._bridge import jax_level, keras
+from ._bridge import jax_level, keras, tf_keras
 from ._layer import LayerMixin
 
 _generated: dict[str, type] = {}
@@ -73,8 +73,8 @@ def _lambda_init(self: Any, function: Any, *args: Any, **kwargs: Any) -> None:
 
 _SKIP = {"Layer"}
 
-for _name in dir(keras.layers):
-    _obj = getattr(keras.layers, _name)
+for _name in dir(tf_keras.layers):
+    _obj = getattr(tf_keras.layers, _name)
     if _name.startswith("_") or _name in _SKIP:
         continue
     if inspect.isclass(_obj) and issubclass(_obj, keras.layers.Layer):

@@ -11,11 +11,11 @@ Example:
 
 from __future__ import annotations
 
-from ._bridge import keras
+from ._bridge import keras, tf_keras
 from ._objects import LossMixin, generate, generate_functions
 
-_names = generate(keras.losses, keras.losses.Loss, LossMixin, __name__)
-_names.update(generate_functions(keras.losses, __name__))
+_names = generate(tf_keras.losses, keras.losses.Loss, LossMixin, __name__)
+_names.update(generate_functions(tf_keras.losses, __name__))
 globals().update(_names)
 
 __all__ = sorted(_names)

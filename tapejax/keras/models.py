@@ -33,7 +33,7 @@ import numpy as np
 
 from .._core._recorder import Tensor, VariableBase
 from .._tf import _surface as tf
-from ._bridge import in_stateless_scope, keras, mirrors, stateful_call
+from ._bridge import in_stateless_scope, keras, mirrors, quiet_keras_array, stateful_call
 from ._layer import LayerMixin
 from ._objects import _cached, tape_metric
 from . import layers as _layers
@@ -86,10 +86,27 @@ class TapeTrainer:
                                 weighted_metrics=weighted_metrics, run_eagerly=run_eagerly,
                                 steps_per_execution=steps_per_execution, jit_compile=False, auto_scale_loss=False)
         self.optimizer = opt
-        self._loss_tracker = tape_metric(self._loss_tracker)
-        self._compile_metrics = tape_metric(self._compile_metrics)
+        self._compile_config.config["optimizer"] = None  # get_compile_config writes tapejax's
+        # In place (a class swap): reassigning would make Keras track them twice.
+        tape_metric(self._loss_tracker)
+        tape_metric(self._compile_metrics)
         self._run_eagerly = bool(run_eagerly)
         self.__dict__["_tapejax_steps"] = {}
+
+    def get_compile_config(self) -> Any:
+        cfg = keras.Model.get_compile_config(self)
+        if cfg is not None and getattr(self, "optimizer", None) is not None:
+            cfg = dict(cfg)
+            cfg["optimizer"] = _optimizers.serialize(self.optimizer)
+        return cfg
+
+    def compile_from_config(self, config: Any) -> None:
+        from keras.src.saving import serialization_lib
+
+        config = dict(config)
+        opt = config.pop("optimizer", None)
+        rest = serialization_lib.deserialize_keras_object(config)
+        self.compile(optimizer=_optimizers.get(opt) if opt is not None else None, **rest)
 
     @property
     def run_eagerly(self) -> bool:
@@ -321,6 +338,20 @@ class TapeTrainer:
         out = self.make_predict_function()(_to_tensors((x,)))
         return jax.tree_util.tree_map(np.asarray, out, is_leaf=lambda t: isinstance(t, Tensor))
 
+    # ---- saving ----------------------------------------------------------------------
+
+    def save(self, filepath: Any, overwrite: bool = True, zipped: Any = None, **kwargs: Any) -> None:
+        with quiet_keras_array():
+            keras.Model.save(self, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
+
+    def save_weights(self, filepath: Any, overwrite: bool = True, **kwargs: Any) -> None:
+        with quiet_keras_array():
+            keras.Model.save_weights(self, filepath, overwrite=overwrite, **kwargs)
+
+    def load_weights(self, filepath: Any, skip_mismatch: bool = False, **kwargs: Any) -> None:
+        with quiet_keras_array():
+            keras.Model.load_weights(self, filepath, skip_mismatch=skip_mismatch, **kwargs)
+
     # ---- variables as tf.Variables -------------------------------------------------------
 
     @property
@@ -350,6 +381,25 @@ class Model(TapeTrainer, LayerMixin, keras.Model):
         if functional_init_arguments(args, kwargs) and cls is Model:
             return Functional.__new__(Functional, *args, **kwargs)
         return keras.Model.__new__(cls)
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        if functional_init_arguments(args, kwargs) and not isinstance(self, _KFunctional):
+            # A subclass of tf.keras.Model built from inputs/outputs (the keras.io
+            # custom train_step pattern): Keras makes the class Functional by
+            # rewriting its bases; stop at tapejax's Model, which must stay as is.
+            _inject_functional(type(self))
+            Functional.__init__(self, *args, **kwargs)
+            return
+        keras.Model.__init__(self, *args, **kwargs)
+
+
+def _inject_functional(cls: type) -> type:
+    if cls is Model:
+        return Functional
+    if cls is object or not issubclass(cls, Model) or issubclass(cls, Functional):
+        return cls
+    cls.__bases__ = tuple(_inject_functional(b) for b in cls.__bases__)
+    return cls
 
 
 class Functional(Model, _KFunctional):
@@ -408,7 +458,7 @@ def load_model(filepath: Any, custom_objects: Any = None, compile: bool = True, 
     """
     objs = _all_custom_objects()
     objs.update(custom_objects or {})
-    with keras.saving.custom_object_scope(objs):
+    with keras.saving.custom_object_scope(objs), quiet_keras_array():
         model = keras.saving.load_model(filepath, custom_objects=objs, compile=compile, safe_mode=safe_mode)
     return model
 
