@@ -22,7 +22,7 @@ import jax
 
 from .._core._recorder import Tensor, VariableBase
 from ._bridge import (
-    StatelessScope,  # noqa: F401  (re-exported for the tests)
+    StatelessScope,
     in_stateless_scope,
     jax_level,
     keras,
@@ -199,6 +199,27 @@ class LayerMixin:
             return stateful_call(self, super().variables, args, kwargs)
         finally:
             self._maybe_reset_call_context()
+
+    def stateless_call(self, trainable_variables: Any, non_trainable_variables: Any, *args: Any,
+                       return_losses: bool = False, **kwargs: Any) -> Any:
+        """Keras's ``stateless_call`` (JAX values in, JAX values out), keyed by the Keras variables."""
+        kt = [kvar(v) for v in self.trainable_variables]
+        knt = [kvar(v) for v in self.non_trainable_variables]
+        if len(trainable_variables) != len(kt) or len(non_trainable_variables) != len(knt):
+            raise ValueError(
+                f"stateless_call takes {len(kt)} trainable and {len(knt)} non-trainable values for "
+                f"{type(self).__name__}; received {len(trainable_variables)} and {len(non_trainable_variables)}."
+            )
+        mapping = list(zip(kt, trainable_variables)) + list(zip(knt, non_trainable_variables))
+        losses = None
+        with StatelessScope(state_mapping=mapping, collect_losses=return_losses) as scope:
+            outputs = self.call(*args, **kwargs)
+            if return_losses:
+                losses = self.losses
+        new = [scope.get_current_value(v) for v in knt]
+        if return_losses:
+            return outputs, new, losses
+        return outputs, new
 
     def compute_output_spec(self, *args: Any, **kwargs: Any) -> Any:
         cls = type(self)

@@ -26,7 +26,17 @@ def clear_session(free_memory: bool = True) -> None:
 
 
 def set_floatx(value: Any) -> None:
-    """The default float type of layers and variables created from now on (``'float16'``, ``'float32'``, ``'float64'``)."""
+    """The default float type of layers and variables created from now on (``'float16'``, ``'float32'``, ``'float64'``).
+
+    ``'float64'`` needs JAX's 64-bit mode (``tapejax.enable_x64()``); without it
+    this raises instead of letting JAX narrow every float64 to float32.
+    """
+    import numpy as np
+
+    from .._ops._dtypes import check_width
+
+    if str(value) == "float64":
+        check_width(np.dtype("float64"), "floatx")
     keras.backend.set_floatx(value)
 
 
