@@ -119,10 +119,36 @@ def generate_functions(module: Any, modname: str, skip: tuple = ()) -> dict:
     import inspect
 
     out: dict = {}
+    made: dict = {}  # one op per function: aliases (mse, MSE) are the same object, as in Keras
     for name in dir(module):
         if name.startswith("_") or name in skip:
             continue
         obj = getattr(module, name)
         if inspect.isfunction(obj) and name not in ("get", "serialize", "deserialize"):
-            out[name] = op_function(obj, modname)
+            if id(obj) not in made:
+                made[id(obj)] = op_function(obj, modname)
+            out[name] = made[id(obj)]
     return out
+
+
+def tape_object(obj: Any, functions: dict) -> Any:
+    """What Keras's ``get`` returned, on the tape: a Keras function -> tapejax's op of it; an instance -> class swapped."""
+    import inspect
+
+    if inspect.isfunction(obj):
+        for f in functions.values():
+            if getattr(f, "__wrapped__", None) is obj:
+                return f
+        return obj
+    cls = _swapped.get(type(obj))
+    if cls is not None:
+        obj.__class__ = cls
+    return obj
+
+
+def getter(kget: Any, functions: dict) -> Any:
+    def get(identifier: Any) -> Any:
+        """Keras's ``get`` (a name, a config or an object), returning tapejax's version of it."""
+        return tape_object(kget(identifier), functions)
+
+    return get

@@ -12,10 +12,10 @@ Example:
 from __future__ import annotations
 
 from ._bridge import keras
-from ._objects import generate_functions
+from ._objects import generate_functions, getter
 
 _names = generate_functions(keras.activations, __name__)
-get = keras.activations.get
+get = getter(keras.activations.get, _names)
 serialize = keras.activations.serialize
 deserialize = keras.activations.deserialize
 globals().update(_names)

@@ -18,10 +18,11 @@ Example:
 from __future__ import annotations
 
 from ._bridge import keras, tf_keras
-from ._objects import MetricMixin, generate, generate_functions
+from ._objects import getter, MetricMixin, generate, generate_functions
 
 _names = generate(tf_keras.metrics, keras.metrics.Metric, MetricMixin, __name__)
 _names.update(generate_functions(tf_keras.metrics, __name__))
+_names["get"] = getter(keras.metrics.get, _names)
 globals().update(_names)
 
 __all__ = sorted(_names)
