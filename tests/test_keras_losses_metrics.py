@@ -94,19 +94,22 @@ def test_sparse_crossentropy_from_probabilities_follows_keras():
     np.testing.assert_allclose(ig.numpy(), [0.0, ref[1]], rtol=1e-5)
 
 
-def test_softmax_output_is_scored_from_clipped_probabilities():
-    # Keras's JAX path (a documented difference: TF's backend recovers the logits of a
-    # softmax output and would give 40 here). from_logits=True gives the exact loss.
-    dense = tf.keras.layers.Dense(3, kernel_initializer="zeros", bias_initializer="zeros")
+def test_softmax_output_uses_its_logits_like_keras():
+    # A saturated softmax: probabilities would clip at 1e-7, the logits give the exact loss.
+    dense = tf.keras.layers.Dense(3, activation="softmax", kernel_initializer="zeros", bias_initializer="zeros")
     dense(tf.ones((1, 2)))
     dense.trainable_variables[1].assign([40.0, 0.0, 0.0])
-    logits = dense(tf.ones((1, 2)))
-    probs = tf.keras.activations.softmax(logits)
-    assert float(losses.SparseCategoricalCrossentropy()(tf.constant([1]), probs)) == pytest.approx(-np.log(1e-7), rel=1e-5)
+    x = tf.ones((1, 2))
     with tf.GradientTape() as tape:
-        loss = losses.SparseCategoricalCrossentropy(from_logits=True)(tf.constant([1]), dense(tf.ones((1, 2))))
-    assert float(loss) == pytest.approx(40.0, rel=1e-5)
-    np.testing.assert_allclose(tape.gradient(loss, dense.trainable_variables[1]).numpy(), [1.0, -1.0, 0.0], atol=1e-6)
+        probs = dense(x)
+        loss = losses.SparseCategoricalCrossentropy()(tf.constant([1]), probs)
+    assert float(loss) == pytest.approx(40.0, rel=1e-5)  # clipping would give -log(1e-7) = 16.1
+    g = tape.gradient(loss, dense.trainable_variables[1]).numpy()
+    np.testing.assert_allclose(g, [1.0, -1.0, 0.0], atol=1e-6)  # softmax(logits) - onehot
+    with pytest.warns(UserWarning, match="received `from_logits=True`"):
+        losses.CategoricalCrossentropy(from_logits=True)(tf.constant([[0.0, 1.0, 0.0]]), probs)
+    sig = tf.keras.activations.sigmoid(tf.constant([[-50.0]]))
+    assert float(losses.BinaryCrossentropy()(tf.constant([[1.0]]), sig)) == pytest.approx(50.0, rel=1e-5)
 
 
 def test_loss_gradients_match_jax_grad():
@@ -135,7 +138,7 @@ def test_losses_get():
     assert isinstance(losses.get("BinaryCrossentropy"), losses.BinaryCrossentropy)
     cfg = losses.SparseCategoricalCrossentropy(from_logits=True).get_config()
     assert cfg == {"name": "sparse_categorical_crossentropy", "reduction": "sum_over_batch_size", "from_logits": True,
-                   "ignore_class": None, "axis": -1}
+                   "ignore_class": None}
 
 
 # ---- metrics ---------------------------------------------------------------------------------

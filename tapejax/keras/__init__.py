@@ -25,9 +25,11 @@ Differences from TF 2.21's ``tf.keras`` (compat_docs/differences.md):
   the lists, or ``add_weight``'s return value in a layer you write.
 - Random values (initializers, dropout masks) follow Keras's JAX backend, not
   TF's random numbers.
-- ``binary_crossentropy``/``categorical_crossentropy`` on a sigmoid/softmax
-  *output* clip probabilities (Keras's JAX path); TF's backend recovers the
-  logits. Use ``from_logits=True`` for identical numbers near saturation.
+- A cross-entropy recovers the logits of a softmax/sigmoid output (as TF's
+  Keras does) when the output comes from ``tf.keras.activations`` or from a
+  layer called directly; the output of a whole ``Sequential``/functional model
+  (one op) is scored from its clipped probabilities, which differs near
+  saturation. Use ``from_logits=True`` for identical numbers.
 - Optimizer differences: see ``tf.keras.optimizers``.
 
 Example:

@@ -196,9 +196,32 @@ class LayerMixin:
             # The training flag is resolved now (explicit, inherited from an outer
             # call, or the default) and recorded: a replay has no caller context.
             self._resolve_context(_specs(args), kwargs)
-            return stateful_call(self, super().variables, args, kwargs)
+            kind = _logits_kind(getattr(self, "activation", None))
+            if kind is None:
+                return stateful_call(self, super().variables, args, kwargs)
+            # A softmax/sigmoid activation: the layer without it, then the activation,
+            # whose output remembers its logits (TF's Keras scores it from them).
+            logits = stateful_call(self._tapejax_without_activation(), super().variables, args, kwargs)
+            from . import activations
+
+            return getattr(activations, kind)(logits)
         finally:
             self._maybe_reset_call_context()
+
+    def _tapejax_without_activation(self) -> Any:
+        d = self.__dict__.setdefault("_tapejax_fns", {})
+        fn = d.get("no_activation")
+        if fn is None:
+            def fn(*args: Any, **kwargs: Any) -> Any:
+                act = self.activation
+                object.__setattr__(self, "activation", keras.activations.linear)
+                try:
+                    return self(*args, **kwargs)
+                finally:
+                    object.__setattr__(self, "activation", act)
+
+            d["no_activation"] = fn
+        return fn
 
     def stateless_call(self, trainable_variables: Any, non_trainable_variables: Any, *args: Any,
                        return_losses: bool = False, **kwargs: Any) -> Any:
@@ -226,6 +249,14 @@ class LayerMixin:
         if is_native(cls) and _kutils.is_default(self.compute_output_shape):
             return _compute_output_spec(jax_level(self.call), *args, **kwargs)
         return super().compute_output_spec(*args, **kwargs)
+
+
+def _logits_kind(act: Any) -> str | None:
+    if act is keras.activations.softmax:
+        return "softmax"
+    if act is keras.activations.sigmoid:
+        return "sigmoid"
+    return None
 
 
 def native_build_needed(layer: Any) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._core._recorder import Tensor
+from . import _nn
 from ._bridge import in_stateless_scope, keras, mirrors, stateful_call
 
 __all__ = ["MetricMixin", "LossMixin", "tape_metric", "generate"]
@@ -64,7 +66,36 @@ class LossMixin:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not _eager((args, kwargs)):
             return super().__call__(*args, **kwargs)
+        kind = _CROSSENTROPY_KIND.get(getattr(getattr(self, "fn", None), "__name__", ""))
+        fkw = getattr(self, "_fn_kwargs", None)
+        if kind is not None and isinstance(fkw, dict):
+            y_pred = args[1] if len(args) > 1 else kwargs.get("y_pred")
+            lg = _nn.logits_of(y_pred, kind)
+            if lg is not None:
+                if fkw.get("from_logits", False):
+                    _warn_logits(self.fn.__name__, kind)
+                # TF's Keras scores a softmax/sigmoid output from its logits.
+                args = (args[0], lg, *args[2:]) if len(args) > 1 else args
+                if "y_pred" in kwargs:
+                    kwargs = {**kwargs, "y_pred": lg}
+                return stateful_call(self._tapejax_logits_call(), [], args, kwargs)
         return stateful_call(_cached(self, "__call__"), [], args, kwargs)
+
+    def _tapejax_logits_call(self) -> Any:
+        d = self.__dict__.setdefault("_tapejax_fns", {})
+        fn = d.get("logits")
+        if fn is None:
+            def fn(*args: Any, **kwargs: Any) -> Any:
+                saved = dict(self._fn_kwargs)
+                self._fn_kwargs["from_logits"] = True
+                try:
+                    return self.__call__(*args, **kwargs)
+                finally:
+                    self._fn_kwargs.clear()
+                    self._fn_kwargs.update(saved)
+
+            d["logits"] = fn
+        return fn
 
 
 _swapped: dict[type, type] = {}
@@ -100,15 +131,64 @@ def generate(module: Any, base: type, mixin: type, modname: str) -> dict:
     return out
 
 
+def _warn_logits(fn_name: str, kind: str) -> None:
+    import warnings
+
+    warnings.warn(
+        f'"`{fn_name}` received `from_logits=True`, but the `output` argument was produced by a '
+        f"{kind.capitalize()} activation and thus does not represent logits. Was this intended?",
+        stacklevel=4,
+    )
+
+
+_ACTIVATION_KIND = {"softmax": "softmax", "sigmoid": "sigmoid"}
+# Keras's cross-entropy functions and the activation whose logits each one uses.
+_CROSSENTROPY_KIND = {"binary_crossentropy": "sigmoid", "categorical_crossentropy": "softmax",
+                      "sparse_categorical_crossentropy": "softmax"}
+
+
+def _from_logits_call(fn: Any, kind: str, args: tuple, kwargs: dict) -> Any:
+    """``fn(y_true, y_pred, ...)`` on the logits behind ``y_pred`` if it is a Keras ``kind`` output, else None."""
+    import inspect
+
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    a = bound.arguments
+    if "y_pred" not in a:
+        return None
+    lg = _nn.logits_of(a["y_pred"], kind)
+    if lg is None:
+        return None
+    if a.get("from_logits"):
+        _warn_logits(fn.__name__, kind)
+    a["y_pred"], a["from_logits"] = lg, True
+    return stateful_call(fn, [], bound.args, bound.kwargs)
+
+
 def op_function(fn: Any, modname: str) -> Any:
     """A Keras function (an activation, a loss) as one op on the tape when given tapejax values."""
     import functools
+
+    act = _ACTIVATION_KIND.get(fn.__name__) if modname.endswith("activations") else None
+    ce = _CROSSENTROPY_KIND.get(fn.__name__)
 
     @functools.wraps(fn)
     def f(*args: Any, **kwargs: Any) -> Any:
         if not _eager((args, kwargs)):
             return fn(*args, **kwargs)
-        return stateful_call(fn, [], args, kwargs)
+        if ce is not None:
+            out = _from_logits_call(fn, ce, args, kwargs)
+            if out is not None:
+                return out
+        out = stateful_call(fn, [], args, kwargs)
+        if act is not None and args:
+            from .._tf import _surface as tf
+
+            _nn.remember_logits(out, tf.convert_to_tensor(args[0]) if not isinstance(args[0], Tensor) else args[0], act)
+        return out
 
     f.__module__ = modname
     f._tapejax_keras = True  # type: ignore[attr-defined]
