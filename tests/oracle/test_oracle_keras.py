@@ -248,7 +248,9 @@ def layer_case(tf, case_id):
         r = tf.constant(np.cos(np.arange(int(np.prod(out.shape)), dtype=np.float32)).reshape(tuple(out.shape)))
         loss = tf.reduce_sum(out * r)
     g = tape.gradient(loss, watched + list(layer.trainable_weights))
-    return out.numpy(), [None if t is None else np.asarray(t) for t in g], [np.asarray(w) for w in layer.get_weights()]
+    # TF's Embedding gradient is IndexedSlices: compared densely.
+    g = [None if t is None else np.asarray(tf.convert_to_tensor(t)) for t in g]
+    return out.numpy(), g, [np.asarray(w) for w in layer.get_weights()]
 
 
 # ---- training: fit, DCGAN, WGAN-GP, MAML -----------------------------------------------------
