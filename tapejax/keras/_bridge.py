@@ -120,8 +120,8 @@ class KerasVariable(Variable):
         >>> layer = tf.keras.layers.Dense(2)
         >>> layer.build((None, 3))
         >>> k = layer.trainable_variables[0]
-        >>> k.path, k.shape
-        ('dense/kernel', TensorShape([3, 2]))
+        >>> k.name, k.shape, k.path.endswith("/kernel")
+        ('kernel', TensorShape([3, 2]), True)
     """
 
     __slots__ = ("_kv",)

@@ -123,7 +123,8 @@ def generate(module: Any, base: type, mixin: type, modname: str) -> dict:
             continue
         obj = getattr(module, name)
         if inspect.isclass(obj) and issubclass(obj, base):
-            cls = type(name, (mixin, obj), {"__module__": modname, "__qualname__": name, "__doc__": obj.__doc__})
+            doc = f"Keras 3's ``{obj.__module__}.{obj.__qualname__}``, its calls recorded on the tape."
+            cls = type(name, (mixin, obj), {"__module__": modname, "__qualname__": name, "__doc__": doc})
             _swapped[obj] = cls
             out[name] = cls
         else:
@@ -191,6 +192,7 @@ def op_function(fn: Any, modname: str) -> Any:
         return out
 
     f.__module__ = modname
+    f.__doc__ = f"Keras 3's ``{fn.__module__}.{fn.__name__}``, one op on the tape."
     f._tapejax_keras = True  # type: ignore[attr-defined]
     return f
 

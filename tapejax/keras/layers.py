@@ -32,7 +32,8 @@ _generated: dict[str, type] = {}
 
 
 def _make(name: str, kcls: type, extra: dict | None = None) -> type:
-    ns = {"__module__": __name__, "__qualname__": name, "__doc__": kcls.__doc__}
+    ns = {"__module__": __name__, "__qualname__": name,
+          "__doc__": f"Keras 3's ``{kcls.__module__}.{kcls.__qualname__}``, each call one op on the tape."}
     if extra:
         ns.update(extra)
     cls = type(name, (LayerMixin, kcls), ns)

@@ -36,6 +36,7 @@ def _op(fn: Any) -> Any:
         return stateful_call(fn, [g.state for g in gens], args, kwargs)
 
     f.__module__ = __name__
+    f.__doc__ = f"Keras 3's ``keras.random.{fn.__name__}``, one op on the tape."
     return f
 
 
