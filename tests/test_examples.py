@@ -53,3 +53,12 @@ def test_gan_step_two_tapes():
     # The generator starts near 0 and learns the real mean (4); GAN training oscillates around it.
     assert abs(r["fake_mean"] - 4.0) < 1.5, r
     assert 1.0 < r["disc_loss"] < 1.8, r  # near 2 ln 2: the discriminator is being fooled half the time
+
+
+def test_conv_classifier_fit(capsys):
+    r = load("conv_classifier").main(epochs=2, samples=384, verbose=True)
+    assert r["val_accuracy"] >= 0.9, r
+    assert len(r["history"]["loss"]) == 2 and r["history"]["loss"][1] < r["history"]["loss"][0]
+    assert sorted(r["history"]) == ["accuracy", "loss", "val_accuracy", "val_loss"]
+    out = capsys.readouterr().out
+    assert "Epoch 2/2" in out and "val_accuracy" in out  # Keras's own progress output
