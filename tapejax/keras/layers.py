@@ -72,6 +72,16 @@ def _lambda_init(self: Any, function: Any, *args: Any, **kwargs: Any) -> None:
     self._tapejax_function = function
 
 
+def _lambda_get_config(self: Any) -> dict:
+    # Saved as the user's function (Keras serialises its code), not the JAX-level wrapper.
+    wrapper = self.function
+    self.function = self._tapejax_function
+    try:
+        return keras.layers.Lambda.get_config(self)
+    finally:
+        self.function = wrapper
+
+
 _SKIP = {"Layer"}
 
 for _name in dir(tf_keras.layers):
@@ -80,7 +90,7 @@ for _name in dir(tf_keras.layers):
         continue
     if inspect.isclass(_obj) and issubclass(_obj, keras.layers.Layer):
         if _name == "Lambda":
-            _make(_name, _obj, {"__init__": _lambda_init})
+            _make(_name, _obj, {"__init__": _lambda_init, "get_config": _lambda_get_config})
         else:
             _make(_name, _obj)
     else:
