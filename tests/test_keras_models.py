@@ -172,3 +172,37 @@ def test_huber_reduction_and_accuracy_per_element():
     update(tf.constant([[1.0], [0.0], [1.0], [1.0]]), tf.constant([[0.9], [0.2], [0.3], [0.8]]))
     update(tf.constant([[0.0], [1.0]]), tf.constant([[0.1], [0.7]]))
     assert float(m.result()) == pytest.approx(5 / 6)  # accumulated across compiled calls
+
+
+def test_a_model_keras_built_is_put_on_the_tape():
+    import keras
+
+    plain = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])  # Keras's own class
+    model = tf.keras.models.tape_model(plain)
+    assert model is plain and isinstance(model, tf.keras.Sequential)
+    x = tf.constant(X[:2])
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(model(x) ** 2)
+    k, b = (v.numpy() for v in model.trainable_variables)
+    np.testing.assert_allclose(tape.gradient(y, model.trainable_variables)[0].numpy(),
+                               X[:2].T @ (2 * (X[:2] @ k + b)), rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_models_keras_builds_are_on_the_tape():
+    # An FGSM-style gradient with respect to the image of a model from tf.keras.applications.
+    model = tf.keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3), classes=3, alpha=0.35)
+    assert isinstance(model, tf.keras.Model)
+    image = tf.constant(np.random.default_rng(0).random((1, 32, 32, 3), np.float32))
+    with tf.GradientTape() as tape:
+        tape.watch(image)
+        loss = tf.keras.losses.CategoricalCrossentropy()(tf.constant([[0.0, 1.0, 0.0]]), model(image))
+    g = tape.gradient(loss, image)
+    tv = [v.numpy() for v in model.trainable_variables]
+    ntv = [v.numpy() for v in model.non_trainable_variables]
+
+    def f(x):
+        p, _ = model.stateless_call(tv, ntv, x)
+        return -jnp.log(jnp.clip(p[0, 1] / p[0].sum(), 1e-7, 1 - 1e-7))
+
+    np.testing.assert_allclose(g.numpy(), jax.grad(f)(image.numpy()), rtol=2e-3, atol=1e-6)

@@ -47,7 +47,7 @@ Example:
 
 from __future__ import annotations
 
-from ._bridge import KerasVariable, keras as _keras
+from ._bridge import KerasVariable, keras as _keras, tf_keras as _tf_keras
 from . import (
     activations, backend, constraints, initializers, layers, losses, metrics, models, optimizers, random,
     regularizers, utils,
@@ -58,6 +58,36 @@ from .metrics import Metric
 from .models import Model, Sequential
 from .optimizers import Optimizer
 
+from .models import tape_model as _tape_model  # noqa: E402
+
+
+class _ModelFactories:
+    """A Keras namespace whose functions build models (``applications``): the models they return are on the tape."""
+
+    def __init__(self, module):
+        self._module = module
+        self.__doc__ = f"``tf.keras.{module.__name__.split('.')[-1]}``: Keras 3's, its models on the tape."
+
+    def __getattr__(self, name):
+        import types
+
+        obj = getattr(self._module, name)
+        if isinstance(obj, types.ModuleType):
+            return _ModelFactories(obj)
+        if callable(obj) and not isinstance(obj, type):
+            def build(*args, **kwargs):
+                return _tape_model(obj(*args, **kwargs))
+
+            build.__name__ = getattr(obj, "__name__", name)
+            build.__doc__ = getattr(obj, "__doc__", None)
+            return build
+        return obj
+
+    def __dir__(self):
+        return dir(self._module)
+
+
+applications = _ModelFactories(_tf_keras.applications)
 callbacks = _keras.callbacks
 mixed_precision = _keras.mixed_precision
 saving = _keras.saving
@@ -73,9 +103,14 @@ def Variable(*args, **kwargs):  # noqa: N802  (TF's name)
 
 __version__ = _keras.__version__
 
+# The rest of TF's tf.keras namespace, as Keras has it (no computation of their own on tensors).
+_PASSTHROUGH = ("DTypePolicy", "FloatDTypePolicy", "Initializer", "Quantizer", "Regularizer", "config", "datasets",
+                "dtype_policies", "export", "preprocessing", "quantizers", "tree", "version", "visualization")
+globals().update({n: getattr(_tf_keras, n) for n in _PASSTHROUGH if hasattr(_tf_keras, n)})
+
 __all__ = [
     "Input", "InputSpec", "KerasTensor", "KerasVariable", "Layer", "Loss", "Metric", "Model", "Optimizer",
     "Sequential", "Variable", "activations", "backend", "callbacks", "constraints", "initializers", "layers",
     "losses", "metrics", "mixed_precision", "models", "ops", "optimizers", "random", "regularizers", "saving",
-    "utils",
+    "utils", "applications", *[n for n in _PASSTHROUGH if hasattr(_tf_keras, n)],
 ]

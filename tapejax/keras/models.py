@@ -47,7 +47,7 @@ from keras.src.trainers import data_adapters  # noqa: E402
 from keras.src.trainers.data_adapters import data_adapter_utils  # noqa: E402
 from keras.src.trainers.epoch_iterator import EpochIterator  # noqa: E402
 
-__all__ = ["Model", "Sequential", "Functional", "clone_model", "load_model", "save_model", "model_from_json"]
+__all__ = ["Model", "Sequential", "Functional", "tape_model", "clone_model", "load_model", "save_model", "model_from_json"]
 
 
 def _to_tensors(data: Any) -> Any:
@@ -427,6 +427,17 @@ class Sequential(Model, keras.Sequential):
 
     def __init__(self, layers: Any = None, trainable: bool = True, name: Any = None):
         keras.Sequential.__init__(self, layers=layers, trainable=trainable, name=name)
+
+
+def tape_model(model: Any) -> Any:
+    """A model Keras built (``keras.applications``...) as tapejax's class: its calls go on the tape."""
+    if isinstance(model, LayerMixin) or not isinstance(model, keras.Model):
+        return model
+    if isinstance(model, keras.Sequential):
+        model.__class__ = Sequential
+    elif isinstance(model, _KFunctional) and type(model) is _KFunctional:
+        model.__class__ = Functional
+    return model
 
 
 _KERAS_CLASSES = {"Model": Model, "Functional": Functional, "Sequential": Sequential}
