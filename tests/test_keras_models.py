@@ -96,6 +96,9 @@ def test_evaluate_predict_and_metrics_per_element():
     np.testing.assert_allclose(loss, np.mean((pred - Y) ** 2), rtol=1e-5)
     np.testing.assert_allclose(mae, np.mean(np.abs(pred - Y)), rtol=1e-5)  # per element, batches of 5, 5, 5, 1
     np.testing.assert_allclose(model.predict(X, batch_size=5, verbose=0), pred, rtol=1e-5, atol=1e-6)
+    # tapejax tensors are accepted as data, as tf.Tensors are by TF's fit.
+    np.testing.assert_allclose(model.predict(tf.constant(X), verbose=0), pred, rtol=1e-5, atol=1e-6)
+    assert model.evaluate(tf.constant(X), tf.constant(Y), verbose=0)[0] == pytest.approx(loss, rel=1e-6)
     assert model.evaluate(X, Y, verbose=0, return_dict=True).keys() == {"loss", "mae"}
 
 

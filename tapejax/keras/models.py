@@ -61,6 +61,12 @@ def _to_tensors(data: Any) -> Any:
     return tree.map_structure(conv, data)
 
 
+def _to_numpy(data: Any) -> Any:
+    """tapejax tensors given to fit/evaluate/predict as NumPy arrays (Keras's data adapters take those)."""
+    return jax.tree_util.tree_map(lambda v: np.asarray(v) if isinstance(v, Tensor | VariableBase) else v, data,
+                                  is_leaf=lambda v: isinstance(v, Tensor | VariableBase))
+
+
 def _pythonify(logs: dict) -> dict:
     out = {}
     for k, v in (logs or {}).items():
@@ -220,6 +226,7 @@ class TapeTrainer:
             class_weight: Any = None, sample_weight: Any = None, initial_epoch: int = 0, steps_per_epoch: Any = None,
             validation_steps: Any = None, validation_batch_size: Any = None, validation_freq: int = 1) -> Any:
         self._assert_compile_called("fit")
+        x, y, sample_weight, validation_data = _to_numpy((x, y, sample_weight, validation_data))
         if validation_split and validation_data is None:
             from keras.src.trainers.data_adapters import array_slicing
 
@@ -267,6 +274,7 @@ class TapeTrainer:
                  sample_weight: Any = None, steps: Any = None, callbacks: Any = None, return_dict: bool = False,
                  **kwargs: Any) -> Any:
         self._assert_compile_called("evaluate")
+        x, y, sample_weight = _to_numpy((x, y, sample_weight))
         epoch_iterator = EpochIterator(x=x, y=y, sample_weight=sample_weight, batch_size=batch_size,
                                        steps_per_epoch=steps, shuffle=False)
         self._tapejax_prepare(epoch_iterator)
@@ -293,6 +301,7 @@ class TapeTrainer:
         return self._flatten_metrics_in_order(logs)
 
     def predict(self, x: Any, batch_size: Any = None, verbose: Any = "auto", steps: Any = None, callbacks: Any = None) -> Any:
+        x = _to_numpy(x)
         epoch_iterator = EpochIterator(x=x, batch_size=batch_size, steps_per_epoch=steps, shuffle=False)
         if not all(layer.built for layer in self._flatten_layers()):
             with warnings.catch_warnings():
