@@ -289,3 +289,19 @@ def test_set_floatx_float64_needs_x64():
     with pytest.raises(TypeError, match="64-bit mode"):
         tf.keras.backend.set_floatx("float64")
     assert tf.keras.backend.floatx() == "float32"
+
+
+def test_tapejax_callables_as_activations_by_keyword_or_position():
+    x = tf.Variable([[-1.0, 2.0]])
+    cases = [
+        (L.Activation(tf.nn.relu), 2.0, [[0.0, 1.0]]),
+        (L.Dense(2, tf.nn.relu, kernel_initializer="ones"), 2.0, [[2.0, 2.0]]),
+        (L.Dense(2, activation=lambda t: tf.square(t), kernel_initializer="ones"), 2.0, [[4.0, 4.0]]),
+        (L.Dense(2, activation=tf.keras.activations.relu, kernel_initializer="ones"), 2.0, [[2.0, 2.0]]),
+    ]
+    for layer, value, grad in cases:
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(layer(x))
+        assert float(y) == value
+        np.testing.assert_allclose(tape.gradient(y, x).numpy(), grad)
+    assert cases[3][0].get_config()["activation"] == "relu"  # Keras's own function: saved by name

@@ -91,14 +91,32 @@ def adapt_callable(fn: Any) -> Any:
 _CALLABLE_KWARGS = ("activation", "recurrent_activation", "function")
 
 
+def _adapt_init_args(cls: type, args: tuple, kwargs: dict) -> tuple:
+    """Callables given to a built-in layer (``Dense(4, tf.nn.relu)``), by keyword or position, made JAX-level."""
+    import inspect
+
+    kwargs = dict(kwargs)
+    for k in _CALLABLE_KWARGS:
+        if k in kwargs:
+            kwargs[k] = adapt_callable(kwargs[k])
+    if not args:
+        return args, kwargs
+    init = next((c.__dict__["__init__"] for c in cls.__mro__ if c is not LayerMixin and "__init__" in c.__dict__
+                 and not issubclass(c, LayerMixin)), None)
+    try:
+        names = [p.name for p in inspect.signature(init).parameters.values()][1:]
+    except (TypeError, ValueError):
+        return args, kwargs
+    args = tuple(adapt_callable(a) if i < len(names) and names[i] in _CALLABLE_KWARGS else a for i, a in enumerate(args))
+    return args, kwargs
+
+
 class LayerMixin:
     """What ``tf.keras`` adds to a Keras 3 layer: calls on the tape, variables as ``tf.Variable``."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         if not is_native(type(self)):
-            for k in _CALLABLE_KWARGS:
-                if k in kwargs:
-                    kwargs[k] = adapt_callable(kwargs[k])
+            args, kwargs = _adapt_init_args(type(self), args, kwargs)
         super().__init__(*args, **kwargs)
 
     # ---- variables: tapejax views of Keras's lists ------------------------------------
