@@ -209,3 +209,19 @@ def test_models_keras_builds_are_on_the_tape():
         return -jnp.log(jnp.clip(p[0, 1] / p[0].sum(), 1e-7, 1 - 1e-7))
 
     np.testing.assert_allclose(g.numpy(), jax.grad(f)(image.numpy()), rtol=2e-3, atol=1e-6)
+
+
+def test_compile_with_loss_and_metric_functions_written_with_tapejax_ops():
+    def my_loss(y, p):
+        return tf.reduce_mean(tf.square(y - p), axis=-1)
+
+    def my_mae(y, p):
+        return tf.reduce_mean(tf.abs(y - p), axis=-1)
+
+    a, b = _linear(2), _linear(2)
+    a.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss=my_loss, metrics=[my_mae])
+    b.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
+    ha = a.fit(X, Y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    hb = b.fit(X, Y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(ha.history["loss"], hb.history["loss"], rtol=1e-6)
+    np.testing.assert_allclose(ha.history["my_mae"], hb.history["mae"], rtol=1e-6)

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core._recorder import Primitive, Tensor, VariableBase, bind, suspended
+from .._core._recorder import Primitive, Tensor, VariableBase, _next_id, bind, suspended
 from .._ops._tensor import TensorShape
 from .._tf._jnp_wrap import _DATA, _freeze, _is_data, _is_leaf, _thaw
 from .._tf._variable import Variable
@@ -128,7 +128,10 @@ class KerasVariable(Variable):
 
     def __init__(self, kv: Any):
         self._kv = kv
-        VariableBase.__init__(self, kv._value, bool(kv.trainable))
+        # Not VariableBase.__init__: a view of an existing variable is no new state, so a
+        # compiled step that first sees it (a metric updated in a later trace) captures
+        # it like any variable made outside the step.
+        self._uid = _next_id()
         self._name = kv.name
         self._shape = TensorShape(tuple(kv.shape))
         self._constraint = kv.constraint

@@ -83,7 +83,7 @@ def adapt_callable(fn: Any) -> Any:
     mod = getattr(fn, "__module__", "") or ""
     if mod == "keras" or mod.startswith("keras."):
         return fn
-    if isinstance(fn, _KLayer):
+    if isinstance(fn, _KLayer | keras.losses.Loss | keras.metrics.Metric):
         return fn
     return jax_level(fn)
 

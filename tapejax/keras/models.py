@@ -34,7 +34,7 @@ import numpy as np
 from .._core._recorder import Tensor, VariableBase
 from .._tf import _surface as tf
 from ._bridge import in_stateless_scope, keras, mirrors, quiet_keras_array, stateful_call
-from ._layer import LayerMixin
+from ._layer import LayerMixin, adapt_callable
 from ._objects import _cached, tape_metric
 from . import layers as _layers
 from . import optimizers as _optimizers
@@ -86,6 +86,9 @@ class TapeTrainer:
                 weighted_metrics: Any = None, run_eagerly: bool = False, steps_per_execution: int = 1,
                 jit_compile: Any = "auto", auto_scale_loss: bool = True) -> None:
         opt = _optimizers.get(optimizer) if optimizer is not None else None
+        # Loss and metric functions written with tapejax ops run inside the step's ops, on JAX values.
+        loss, metrics, weighted_metrics = jax.tree_util.tree_map(
+            adapt_callable, (loss, metrics, weighted_metrics), is_leaf=callable)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             keras.Model.compile(self, optimizer="sgd", loss=loss, loss_weights=loss_weights, metrics=metrics,
