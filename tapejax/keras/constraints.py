@@ -9,9 +9,10 @@ Example:
 from __future__ import annotations
 
 from ._bridge import keras
-from ._objects import LossMixin, generate
+from ._objects import getter, LossMixin, generate
 
 _names = generate(keras.constraints, keras.constraints.Constraint, LossMixin, __name__)
+_names["get"] = getter(keras.constraints.get, {})
 globals().update(_names)
 
 __all__ = sorted(_names)

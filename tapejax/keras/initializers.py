@@ -14,7 +14,7 @@ import jax
 
 from .._core._recorder import Tensor
 from ._bridge import in_stateless_scope, keras
-from ._objects import generate
+from ._objects import getter, generate
 
 
 class InitializerMixin:
@@ -26,7 +26,7 @@ class InitializerMixin:
 
 
 _names = generate(keras.initializers, keras.initializers.Initializer, InitializerMixin, __name__)
-get = keras.initializers.get
+_names["get"] = getter(keras.initializers.get, {})
 globals().update(_names)
 
 __all__ = sorted(_names)
