@@ -262,7 +262,7 @@ def test_summary_and_output_shape():
 def test_layer_attribute_variables_are_keras_variables_and_lists_are_tf_variables():
     d = L.Dense(2)
     d.build((None, 3))
-    assert d.kernel.path == "dense/kernel"
+    assert d.kernel.path == f"{d.name}/kernel"
     m = d.trainable_variables[0]
     assert isinstance(m, tf.Variable) and m.keras_variable is d.kernel
     m.assign(tf.ones((3, 2)))
