@@ -305,3 +305,16 @@ def test_tapejax_callables_as_activations_by_keyword_or_position():
         assert float(y) == value
         np.testing.assert_allclose(tape.gradient(y, x).numpy(), grad)
     assert cases[3][0].get_config()["activation"] == "relu"  # Keras's own function: saved by name
+
+
+def test_keras_masks_travel_with_tensors_between_separate_layer_calls():
+    emb, lstm = L.Embedding(6, 3, mask_zero=True), L.LSTM(2)
+    seq = tf.keras.Sequential([emb, lstm])  # one op: Keras passes the mask inside
+    ids = tf.constant([[1, 2, 0, 0], [3, 0, 0, 0]])
+    whole = seq(ids).numpy()
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(lstm(emb(ids)))  # two ops: the mask rides on the tensor
+    np.testing.assert_allclose(tf.reduce_sum(tf.constant(whole)).numpy(), y.numpy(), rtol=1e-6)
+    assert all(g is not None for g in tape.gradient(y, seq.trainable_variables))
+    unmasked = lstm(tf.constant(emb(ids).numpy()))  # a fresh tensor has no mask
+    assert not np.allclose(unmasked.numpy(), whole)

@@ -81,6 +81,9 @@ from keras.src.backend.common.stateless_scope import (  # noqa: E402
     in_stateless_scope,
 )
 
+from keras.src.backend.common.masking import get_keras_mask as _get_keras_mask  # noqa: E402
+from keras.src.backend.common.masking import set_keras_mask as _set_keras_mask  # noqa: E402
+
 _KerasVariable = keras.Variable
 
 
@@ -251,6 +254,7 @@ def _run(fn: _Ref, kvars: tuple, values: tuple, args: tuple, kwargs: dict) -> tu
 
 class _OutTree(threading.local):
     tree: Any = None
+    masked: tuple = ()
 
 
 _out_tree = _OutTree()
@@ -263,8 +267,12 @@ def _impl(*data: Any, fn: _Ref, kvars: tuple, treedef: Any, layout: tuple) -> tu
     args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
     out, new = _run(fn, kvars, values, args, kwargs)
     out_leaves, out_tree = jax.tree_util.tree_flatten(out)
-    _out_tree.tree = out_tree
-    return tuple(jnp.asarray(o) for o in out_leaves) + tuple(new)
+    # Keras's masks (Embedding(mask_zero=True)...) ride along as extra boolean outputs:
+    # tapejax tensors carry them to the next layer, as TF's tensors carry _keras_mask.
+    masks = [_get_keras_mask(o) for o in out_leaves]
+    masked = tuple(i for i, m in enumerate(masks) if m is not None)
+    _out_tree.tree, _out_tree.masked = out_tree, masked
+    return tuple(jnp.asarray(o) for o in out_leaves) + tuple(new) + tuple(jnp.asarray(masks[i]) for i in masked)
 
 
 _PRIM = Primitive("keras", _impl, differentiable=True, multiple_results=True)
@@ -288,12 +296,15 @@ def stateful_call(fn: Callable, variables: list, args: tuple, kwargs: dict) -> A
             layout.append(_freeze(leaf))
     old = [m._value for m in ms]
     outs = bind(_PRIM, *ms, *data, fn=_Ref(fn), kvars=kvars, treedef=treedef, layout=tuple(layout))
-    out_tree = _out_tree.tree
-    n_out = len(outs) - len(ms)
-    for m, o, t in zip(ms, old, outs[n_out:]):
+    out_tree, masked = _out_tree.tree, _out_tree.masked
+    n_out = len(outs) - len(ms) - len(masked)
+    for m, o, t in zip(ms, old, outs[n_out:n_out + len(ms)]):
         if t._value is not o:
             m.assign(t)
-    return jax.tree_util.tree_unflatten(out_tree, list(outs[:n_out]))
+    results = list(outs[:n_out])
+    for i, mask in zip(masked, outs[n_out + len(ms):]):
+        _set_keras_mask(results[i], mask)
+    return jax.tree_util.tree_unflatten(out_tree, results)
 
 
 def is_tape_value(x: Any) -> bool:

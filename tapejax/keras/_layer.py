@@ -34,6 +34,7 @@ from ._bridge import (
 
 from keras.src import utils as _kutils  # noqa: E402
 from keras.src.backend import compute_output_spec as _compute_output_spec  # noqa: E402
+from keras.src.backend.common.masking import get_keras_mask as _get_keras_mask  # noqa: E402
 from keras.src.layers.layer import CallSpec  # noqa: E402
 
 __all__ = ["LayerMixin", "is_native", "adapt_callable"]
@@ -214,6 +215,7 @@ class LayerMixin:
             # The training flag is resolved now (explicit, inherited from an outer
             # call, or the default) and recorded: a replay has no caller context.
             self._resolve_context(_specs(args), kwargs)
+            _pass_masks(self, args, kwargs)
             kind = _logits_kind(getattr(self, "activation", None))
             if kind is None:
                 return stateful_call(self, super().variables, args, kwargs)
@@ -267,6 +269,15 @@ class LayerMixin:
         if is_native(cls) and _kutils.is_default(self.compute_output_shape):
             return _compute_output_spec(jax_level(self.call), *args, **kwargs)
         return super().compute_output_spec(*args, **kwargs)
+
+
+def _pass_masks(layer: Any, args: tuple, kwargs: dict) -> None:
+    """Keras's mask of the input tensor(s), passed explicitly (inside the op, values are bare arrays)."""
+    names = layer._call_signature.parameters
+    if "mask" in names and kwargs.get("mask") is None and args:
+        mask = jax.tree_util.tree_map(_get_keras_mask, args[0], is_leaf=_is_tape)
+        if any(m is not None for m in jax.tree_util.tree_leaves(mask, is_leaf=_is_tape)):
+            kwargs["mask"] = mask
 
 
 def _logits_kind(act: Any) -> str | None:

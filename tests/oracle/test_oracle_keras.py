@@ -253,6 +253,20 @@ def layer_case(tf, case_id):
     return out.numpy(), g, [np.asarray(w) for w in layer.get_weights()]
 
 
+def masking(tf):
+    # Embedding(mask_zero=True) then LSTM, called one after the other: the mask travels with the tensor.
+    emb, lstm = tf.keras.layers.Embedding(6, 3, mask_zero=True), tf.keras.layers.LSTM(2, return_sequences=True)
+    ids = tf.constant([[1, 2, 0, 0], [3, 0, 0, 4]])
+    lstm(emb(ids))
+    emb.set_weights(_weights([(6, 3)], seed=12))
+    lstm.set_weights(_weights([tuple(w.shape) for w in lstm.get_weights()], seed=13))
+    with tf.GradientTape() as tape:
+        out = lstm(emb(ids))
+        loss = tf.reduce_sum(out * out)
+    grads = tape.gradient(loss, lstm.trainable_variables + emb.trainable_variables)
+    return out.numpy(), [np.asarray(tf.convert_to_tensor(g)) for g in grads]
+
+
 # ---- training: fit, DCGAN, WGAN-GP, MAML -----------------------------------------------------
 
 FX = np.random.default_rng(3).standard_normal((24, 4)).astype(np.float32)
@@ -358,7 +372,7 @@ JOBS = (
     + [(("logits", a, lo), "activation_logits", (a, lo)) for a, lo in [("softmax", "SparseCategoricalCrossentropy"), ("sigmoid", "BinaryCrossentropy")]]
     + [(("metrics",), "metrics", ()), (("dense_seq",), "dense_seq", ()), (("init_stats",), "init_stats", ()),
        (("seed003",), "seed003", ()), (("int_var",), "int_variable_to_optimizer", ())]
-    + [(("layer", c[0]), "layer_case", (c[0],)) for c in LAYER_CASES]
+    + [(("layer", c[0]), "layer_case", (c[0],)) for c in LAYER_CASES] + [(("masking",), "masking", ())]
     + [(("fit", o), "fit_curve", (o,)) for o in ("sgd", "adam")]
     + [(("dcgan",), "dcgan_step", ()), (("wgan_gp",), "wgan_gp", ()), (("maml",), "maml_step", ())]
 )
@@ -466,6 +480,11 @@ def test_layer_forward_and_gradients_match_tf_keras(TF, case_id):
     for i, (a, b) in enumerate(zip(got[1], want[1])):
         _close(a, b, 1e-4, 1e-5, f"{case_id} gradient {i}")
     _close(got[2], want[2], 1e-5, 1e-6, f"{case_id} weights after the call")
+
+
+def test_masks_travel_between_layer_calls_as_in_tf(TF):
+    got, want = masking(tj), result(TF, ("masking",))
+    _close(got, want, 1e-5, 1e-6)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
