@@ -318,3 +318,20 @@ def test_keras_masks_travel_with_tensors_between_separate_layer_calls():
     assert all(g is not None for g in tape.gradient(y, seq.trainable_variables))
     unmasked = lstm(tf.constant(emb(ids).numpy()))  # a fresh tensor has no mask
     assert not np.allclose(unmasked.numpy(), whole)
+
+
+def test_mixed_precision_policy():
+    tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        dense = L.Dense(2)
+        x = tf.ones((2, 3))
+        with tf.GradientTape() as tape:
+            y = dense(x)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32))
+        grads = tape.gradient(loss, dense.trainable_variables)
+    finally:
+        tf.keras.mixed_precision.set_global_policy("float32")
+    assert y.dtype == tf.float16
+    assert [v.dtype for v in dense.trainable_variables] == [tf.float32, tf.float32]
+    assert [g.dtype for g in grads] == [tf.float32, tf.float32]
+    np.testing.assert_allclose(grads[0].numpy(), np.full((3, 2), 2.0))
