@@ -4,7 +4,6 @@ computation done by hand (jax.grad of the loss for the optimizer step)."""
 
 from __future__ import annotations
 
-import os
 
 import jax
 import jax.numpy as jnp

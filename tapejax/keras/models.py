@@ -43,7 +43,6 @@ from keras.src import tree  # noqa: E402
 from keras.src.callbacks import callback_list as _callback_list  # noqa: E402
 from keras.src.models.functional import Functional as _KFunctional  # noqa: E402
 from keras.src.models.model import functional_init_arguments  # noqa: E402
-from keras.src.trainers import data_adapters  # noqa: E402
 from keras.src.trainers.data_adapters import data_adapter_utils  # noqa: E402
 from keras.src.trainers.epoch_iterator import EpochIterator  # noqa: E402
 
