@@ -335,3 +335,20 @@ def test_mixed_precision_policy():
     assert [v.dtype for v in dense.trainable_variables] == [tf.float32, tf.float32]
     assert [g.dtype for g in grads] == [tf.float32, tf.float32]
     np.testing.assert_allclose(grads[0].numpy(), np.full((3, 2), 2.0))
+
+
+def test_keras_ops_in_a_user_layer_are_on_the_tape():
+    class MyDense(L.Layer):
+        def build(self, input_shape):
+            self.w = self.add_weight(shape=(input_shape[-1], 2), initializer="ones")
+
+        def call(self, x):
+            return tf.keras.ops.relu(tf.keras.ops.matmul(x, self.w))
+
+    layer = MyDense()
+    x = tf.constant([[1.0, -2.0, 3.0]])
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(layer(x))
+    assert float(y) == 4.0
+    np.testing.assert_allclose(tape.gradient(y, layer.w).numpy(), [[1.0, 1.0], [-2.0, -2.0], [3.0, 3.0]])
+    np.testing.assert_allclose(tf.keras.ops.nn.softmax(tf.constant([1.0, 1.0])).numpy(), [0.5, 0.5])

@@ -87,11 +87,39 @@ class _ModelFactories:
         return dir(self._module)
 
 
+class _OpsNamespace:
+    """``tf.keras.ops`` (and its submodules): each Keras op called on tapejax values is one op on the tape."""
+
+    def __init__(self, module):
+        self._module = module
+        self._made = {}
+        self.__doc__ = f"``tf.keras.{module.__name__.split('keras.', 1)[-1]}``: Keras 3's ops, recorded on the tape."
+
+    def __getattr__(self, name):
+        import inspect
+        import types
+
+        from ._objects import op_function
+
+        obj = getattr(self._module, name)
+        if isinstance(obj, types.ModuleType):
+            return _OpsNamespace(obj)
+        if inspect.isfunction(obj):
+            f = self._made.get(name)
+            if f is None:
+                f = self._made[name] = op_function(obj, "tapejax.keras.ops")
+            return f
+        return obj
+
+    def __dir__(self):
+        return dir(self._module)
+
+
 applications = _ModelFactories(_tf_keras.applications)
+ops = _OpsNamespace(_keras.ops)
 callbacks = _keras.callbacks
 mixed_precision = _keras.mixed_precision
 saving = _keras.saving
-ops = _keras.ops
 KerasTensor = _keras.KerasTensor
 
 
