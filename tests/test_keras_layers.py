@@ -259,14 +259,22 @@ def test_summary_and_output_shape():
     assert "(None, 6, 6, 4)" in text and "Total params: 50" in text
 
 
-def test_layer_attribute_variables_are_keras_variables_and_lists_are_tf_variables():
-    d = L.Dense(2)
+def test_layer_weights_are_tf_variable_views_of_the_keras_variables():
+    d = L.Dense(2, kernel_initializer="ones")
     d.build((None, 3))
-    assert d.kernel.path == f"{d.name}/kernel"
     m = d.trainable_variables[0]
-    assert isinstance(m, tf.Variable) and m.keras_variable is d.kernel
-    m.assign(tf.ones((3, 2)))
-    np.testing.assert_array_equal(np.asarray(d.kernel.value), np.ones((3, 2)))  # one storage
+    assert isinstance(m, tf.Variable) and d.kernel is m and m.path == f"{d.name}/kernel"
+    assert type(m.keras_variable).__name__ == "Variable" and m.keras_variable is d._kernel  # Keras's own
+    m.assign(tf.fill((3, 2), 2.0))
+    np.testing.assert_array_equal(np.asarray(d._kernel.value), np.full((3, 2), 2.0))  # one storage
+    x = tf.ones((1, 3))
+    with tf.GradientTape() as tape:  # a weight attribute is on the tape, read directly or by the layer
+        y = tf.reduce_sum(d(x)) + tf.nn.l2_loss(d.kernel)
+    np.testing.assert_allclose(tape.gradient(y, d.kernel).numpy(), np.full((3, 2), 1.0 + 2.0))
+    bn = L.BatchNormalization()
+    bn(tf.ones((2, 3)), training=True)
+    assert isinstance(bn.moving_mean, tf.Variable) and not bn.moving_mean.trainable
+    np.testing.assert_allclose(bn.moving_mean.numpy(), np.full(3, 0.01), rtol=1e-6)
 
 
 def test_import_tapejax_does_not_import_keras_and_other_backend_is_an_import_error(tmp_path):

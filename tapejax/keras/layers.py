@@ -23,17 +23,64 @@ Example:
 from __future__ import annotations
 
 import inspect
+import sys
 from typing import Any
 
-from ._bridge import jax_level, keras, tf_keras
+from ._bridge import jax_level, keras, mirror, tf_keras
 from ._layer import LayerMixin
 
 _generated: dict[str, type] = {}
+
+# A built-in layer's weight attributes (``dense.kernel``): Keras's code reads them as
+# keras.Variables; anyone else gets the tf.Variable view, so ``tape.gradient(loss,
+# dense.kernel)`` and ``tf.matmul(x, dense.kernel)`` are on the tape as in TF.
+_WEIGHT_ATTRIBUTES = ("kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance", "embeddings",
+                      "depthwise_kernel", "pointwise_kernel", "recurrent_kernel", "alpha")
+
+
+def _from_keras(depth: int = 2) -> bool:
+    mod = sys._getframe(depth).f_globals.get("__name__", "")
+    return mod == "keras" or mod.startswith("keras.")
+
+
+def _view_property(name: str, kcls: type) -> property | None:
+    base = None
+    for c in kcls.__mro__:
+        if name in c.__dict__:
+            base = c.__dict__[name]
+            break
+    if base is not None and not isinstance(base, property):
+        return None  # a method or a class constant: leave it
+
+    if base is None:
+        def fget(self: Any) -> Any:
+            try:
+                v = self.__dict__[name]
+            except KeyError:
+                raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'") from None
+            return v if _from_keras() else mirror(v)
+
+        def fset(self: Any, value: Any) -> None:
+            self.__dict__[name] = value
+
+        return property(fget, fset)
+    if base.fget is None:
+        return None
+
+    def fget2(self: Any) -> Any:
+        v = base.fget(self)
+        return v if _from_keras() else mirror(v)
+
+    return property(fget2, base.fset, base.fdel, base.__doc__)
 
 
 def _make(name: str, kcls: type, extra: dict | None = None) -> type:
     ns = {"__module__": __name__, "__qualname__": name,
           "__doc__": f"Keras 3's ``{kcls.__module__}.{kcls.__qualname__}``, each call one op on the tape."}
+    for attr in _WEIGHT_ATTRIBUTES:
+        prop = _view_property(attr, kcls)
+        if prop is not None:
+            ns[attr] = prop
     if extra:
         ns.update(extra)
     cls = type(name, (LayerMixin, kcls), ns)
