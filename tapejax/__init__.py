@@ -20,18 +20,19 @@ from . import _ops  # noqa: F401  (the op library: every family registers into t
 from ._tf import _surface, _unsupported
 from ._tf._surface import *  # noqa: F403  (explicit: every name in _surface.__all__, the tf.* surface)
 
-from . import keras  # noqa: E402  (last: tf.keras is written with the surface above)
-from . import data  # noqa: E402  (tf.data: an ext package like keras, built on the surface above)
+from . import data  # noqa: E402  (tf.data: an ext package, built on the surface above)
 
 __all__ = [*_surface.__all__, "keras", "data"]
 
 
 def __getattr__(name: str) -> object:
-    """A TF name tapejax lacks (``tf.audio``): AttributeError saying so, pointing to the porting guide."""
-    # A lazily imported submodule gets its own branch here, before the error, e.g.
-    #     if name == "keras":
-    #         from . import keras
-    #         return keras
+    """``tf.keras`` on first access; a TF name tapejax lacks (``tf.audio``): AttributeError
+    saying so, pointing to the porting guide."""
+    if name == "keras":
+        # tf.keras imports Keras 3 (about a second): only a program that uses it pays.
+        import importlib
+
+        return importlib.import_module(".keras", __name__)
     raise _unsupported.missing(name)
 
 

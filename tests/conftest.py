@@ -1,4 +1,11 @@
+import os
+
 import pytest
+
+# One process holds one Keras backend, and `import tensorflow` (the in-process oracle
+# tests) imports keras: make that keras the JAX one tapejax.keras runs on. TF's own
+# tf.keras is only ever used in subprocesses (tests/oracle/_tf_side.py).
+os.environ["KERAS_BACKEND"] = "jax"
 
 from tapejax.testing._profiles import load_profile
 

@@ -59,3 +59,12 @@ def test_input_pipeline_feeds_a_compiled_step():
     r = load("input_pipeline").main(samples=512, epochs=20, verbose=False)
     assert r["accuracy"] >= 0.95, r
     assert r["steps"] == 20 * (512 // 64) and r["traces"] == 1
+
+
+def test_conv_classifier_fit(capsys):
+    r = load("conv_classifier").main(epochs=2, samples=384, verbose=True)
+    assert r["val_accuracy"] >= 0.9, r
+    assert len(r["history"]["loss"]) == 2 and r["history"]["loss"][1] < r["history"]["loss"][0]
+    assert sorted(r["history"]) == ["accuracy", "loss", "val_accuracy", "val_loss"]
+    out = capsys.readouterr().out
+    assert "Epoch 2/2" in out and "val_accuracy" in out  # Keras's own progress output

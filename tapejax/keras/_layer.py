@@ -1,480 +1,296 @@
-"""The Keras ``Layer`` protocol: lazy build, training-flag propagation and variable tracking.
+"""The Keras 3 ``Layer`` with its calls on the tape.
 
-Tracking is by inspection, not registration: a layer's variables are the ones
-it created with ``add_weight``, then every ``tf.Variable``, layer and seed
-generator reachable from its attributes (through lists, tuples and dicts, in
-attribute order), so ``self.blocks = [Dense(4), Dense(4)]`` and later
-``self.blocks.append(...)`` are both seen. Order follows Keras 3: a layer's own
-trainable, then non-trainable variables, then its seed-generator states, then
-each sub-layer's variables, without duplicates.
+Every class of ``tf.keras.layers`` is the Keras 3 class with ``LayerMixin`` in
+front. Calling a layer on tapejax values takes one of two paths:
+
+* a built-in layer (its ``call`` is Keras's): the whole Keras call, with every
+  variable it reads, is one recorded op (``_bridge.stateful_call``);
+* a layer whose ``call`` the user wrote (a subclass of ``tf.keras.layers.Layer``
+  or ``tf.keras.Model``): its ``call`` runs here with tapejax values, so each
+  tapejax op in it is recorded as usual and built-in sub-layers are ops.
+
+Symbolic calls (the functional API) and calls inside another layer's op (where
+the values are JAX arrays in a Keras ``StatelessScope``) are Keras's own; a
+user-written ``call`` is then run on the JAX values through tapejax tensors.
 """
 
 from __future__ import annotations
 
-import inspect
-import threading
-import warnings
-from typing import Any, Iterator
+from typing import Any
 
 import jax
-import jax.numpy as jnp
-import numpy as np
-
-from .._tf import _surface as tf
 
 from .._core._recorder import Tensor, VariableBase
-from .._ops._dtypes import as_dtype
-from .._ops.random import _next_key
-from .._tf._variable import Variable
-from . import _naming, initializers
+from ._bridge import (
+    StatelessScope,
+    in_stateless_scope,
+    jax_level,
+    keras,
+    kvar,
+    mirror,
+    mirrors,
+    stateful_call,
+)
 
-__all__ = ["Layer", "SeedGenerator", "KerasTensor", "InputLayer", "Input"]
+from keras.src import utils as _kutils  # noqa: E402
+from keras.src.backend import compute_output_spec as _compute_output_spec  # noqa: E402
+from keras.src.backend.common.masking import get_keras_mask as _get_keras_mask  # noqa: E402
+from keras.src.layers.layer import CallSpec  # noqa: E402
 
+__all__ = ["LayerMixin", "is_native", "adapt_callable"]
 
-class SeedGenerator:
-    """Random state kept in a (non-trainable) variable, as Keras 3's ``keras.random.SeedGenerator``.
-
-    Because the state is a variable, a ``tapejax.function`` step captures it and
-    advances it on every compiled call: dropout draws a fresh mask each step
-    instead of a mask frozen into the program at trace time.
-
-    Example:
-        >>> import tapejax as tf
-        >>> g = tf.keras.random.SeedGenerator(1)
-        >>> g.state.dtype
-        tf.uint32
-    """
-
-    def __init__(self, seed: int | None = None, name: str | None = None, **kwargs: Any):
-        key = jax.random.key(int(seed)) if seed is not None else _next_key(None)
-        self.name = name or _naming.auto_name("seed_generator")
-        self.state = Variable(jax.random.key_data(key), trainable=False, name="seed_generator_state")
-
-    def next(self) -> jax.Array:
-        """A fresh ``jax.random`` key; the state moves on (an assign, captured by compiled steps)."""
-        key = jax.random.wrap_key_data(self.state._value)
-        new_state, sub = jax.random.split(key)
-        self.state.assign(Tensor(jax.random.key_data(new_state)))
-        return sub
+_KLayer = keras.layers.Layer
+_KerasTensor = keras.KerasTensor
 
 
-# ---- call context: how training=... reaches nested layers --------------------------------
+def is_native(cls: type) -> bool:
+    """Whether ``cls.call`` was written with tapejax ops (not Keras's own)."""
+    c = cls.__dict__.get("_tapejax_native")
+    if c is None:
+        mod = getattr(getattr(cls, "call", None), "__module__", "") or ""
+        c = not (mod == "keras" or mod.startswith("keras."))
+        cls._tapejax_native = c  # cached per class
+    return c
 
-class _CallContext(threading.local):
-    def __init__(self) -> None:
-        self.training: list[Any] = []
+
+def _symbolic(tree: Any) -> bool:
+    return any(isinstance(x, _KerasTensor) for x in jax.tree_util.tree_leaves(tree))
 
 
-_context = _CallContext()
+def _is_tape(x: Any) -> bool:
+    return isinstance(x, Tensor | VariableBase)
 
 
-def _sig_info(cls: type) -> tuple:
-    """(position of `training` among call's positional parameters or None, has training, its default)."""
-    cache = cls.__dict__.get("_tj_sig")
-    if cache is not None:
-        return cache
+def _spec(x: Any) -> Any:
+    """A KerasTensor with the shape and dtype of a value (for building)."""
+    if isinstance(x, Tensor | VariableBase | jax.Array) or hasattr(x, "__array__") and hasattr(x, "shape") and hasattr(x, "dtype"):
+        v = x._value if isinstance(x, Tensor | VariableBase) else x
+        dtype = getattr(v, "dtype", None)
+        return _KerasTensor(tuple(v.shape), dtype=str(dtype) if dtype is not None else None)
+    return x
+
+
+def _specs(tree: Any) -> Any:
+    return jax.tree_util.tree_map(_spec, tree, is_leaf=_is_tape)
+
+
+def adapt_callable(fn: Any) -> Any:
+    """An activation or function given to a built-in layer: Keras's as is, a tapejax one made JAX-level."""
+    if not callable(fn) or isinstance(fn, str | type):
+        return fn
+    inner = getattr(fn, "__wrapped__", None)
+    if getattr(fn, "_tapejax_keras", False) and inner is not None:
+        return inner  # tf.keras.activations.relu -> keras's relu (serialises by name)
+    mod = getattr(fn, "__module__", "") or ""
+    if mod == "keras" or mod.startswith("keras."):
+        return fn
+    if isinstance(fn, _KLayer | keras.losses.Loss | keras.metrics.Metric):
+        return fn
+    return jax_level(fn)
+
+
+_CALLABLE_KWARGS = ("activation", "recurrent_activation", "function")
+
+
+def _adapt_init_args(cls: type, args: tuple, kwargs: dict) -> tuple:
+    """Callables given to a built-in layer (``Dense(4, tf.nn.relu)``), by keyword or position, made JAX-level."""
+    import inspect
+
+    kwargs = dict(kwargs)
+    for k in _CALLABLE_KWARGS:
+        if k in kwargs:
+            kwargs[k] = adapt_callable(kwargs[k])
+    if not args:
+        return args, kwargs
+    init = next((c.__dict__["__init__"] for c in cls.__mro__ if c is not LayerMixin and "__init__" in c.__dict__
+                 and not issubclass(c, LayerMixin)), None)
     try:
-        params = list(inspect.signature(cls.call).parameters.values())[1:]  # drop self
+        names = [p.name for p in inspect.signature(init).parameters.values()][1:]
     except (TypeError, ValueError):
-        params = []
-    has = False
-    default = None
-    pos = None
-    positional = 0
-    for p in params:
-        if p.name == "training":
-            has = True
-            default = None if p.default is inspect.Parameter.empty else p.default
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-                pos = positional
-            break
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            positional += 1
-    info = (pos, has, default)
-    cls._tj_sig = info
-    return info
+        return args, kwargs
+    args = tuple(adapt_callable(a) if i < len(names) and names[i] in _CALLABLE_KWARGS else a for i, a in enumerate(args))
+    return args, kwargs
 
 
-# ---- symbolic inputs (only what Sequential needs) ----------------------------------------
+class LayerMixin:
+    """What ``tf.keras`` adds to a Keras 3 layer: calls on the tape, variables as ``tf.Variable``."""
 
-class KerasTensor:
-    """The placeholder ``tf.keras.Input(shape=...)`` returns: a shape and dtype, no value.
+    def __init__(self, *args: Any, **kwargs: Any):
+        if not is_native(type(self)):
+            args, kwargs = _adapt_init_args(type(self), args, kwargs)
+        super().__init__(*args, **kwargs)
 
-    tapejax runs eagerly and has no functional-model graph: a ``KerasTensor``
-    only tells a ``Sequential`` model its input shape (so it builds at once).
-    """
-
-    def __init__(self, shape: tuple, dtype: str = "float32", name: str | None = None):
-        self.shape = tuple(shape)
-        self.dtype = dtype
-        self.name = name
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __repr__(self) -> str:
-        return f"<KerasTensor shape={self.shape}, dtype={self.dtype}, name={self.name}>"
-
-
-# Attribute names of a layer's own bookkeeping: never scanned for tracked objects.
-_INTERNAL = frozenset({"_tj_ready", "_tj_own", "_tj_orig_trainable", "_tj_input_shape_arg"})
-
-
-def _walk(value: Any, depth: int = 0) -> Iterator[Any]:
-    """The variables, layers and seed generators inside one attribute value, in order."""
-    if isinstance(value, VariableBase | Layer | SeedGenerator):
-        yield value
-    elif depth < 8 and isinstance(value, list | tuple):
-        for v in value:
-            yield from _walk(v, depth + 1)
-    elif depth < 8 and isinstance(value, dict):
-        for v in value.values():
-            yield from _walk(v, depth + 1)
-
-
-class Layer:
-    """Base class of Keras layers (``tf.keras.layers.Layer``).
-
-    Subclasses create weights in ``build(input_shape)`` (called once, on the
-    first call, with the input's shape) and compute in ``call(inputs, ...)``.
-    ``training`` flows from an outer call to nested layers that do not get one
-    explicitly.
-
-    Example:
-        >>> import tapejax as tf
-        >>> class Scale(tf.keras.layers.Layer):
-        ...     def build(self, input_shape):
-        ...         self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones")
-        ...     def call(self, x):
-        ...         return x * self.w
-        >>> layer = Scale()
-        >>> layer(tf.ones((2, 3))).shape, len(layer.trainable_variables)
-        (TensorShape([2, 3]), 1)
-    """
-
-    def __init__(self, trainable: bool = True, name: str | None = None, dtype: Any = None, autocast: bool = True, **kwargs: Any):
-        object.__setattr__(self, "_tj_ready", True)
-        input_shape = kwargs.pop("input_shape", None)
-        input_dim = kwargs.pop("input_dim", None)
-        batch_input_shape = kwargs.pop("batch_input_shape", None)
-        kwargs.pop("batch_size", None)
-        if kwargs:
-            raise ValueError(f"Unrecognized keyword arguments passed to {type(self).__name__}: {kwargs}")
-        if input_dim is not None and input_shape is None:
-            input_shape = (input_dim,)
-        if batch_input_shape is not None and input_shape is None:
-            input_shape = tuple(batch_input_shape)[1:]
-        if input_shape is not None:
-            warnings.warn(
-                f"Do not pass an `input_shape`/`input_dim` argument to a layer. When using Sequential models, "
-                f"prefer using an `Input(shape)` object as the first layer in the model instead.",
-                UserWarning,
-                stacklevel=2,
-            )
-        self._tj_input_shape_arg = None if input_shape is None else tuple(input_shape)
-        self.name = name or _naming.auto_name(type(self).__name__)
-        d = as_dtype(dtype if dtype is not None else "float32")
-        self._dtype = d.name
-        self._trainable = bool(trainable)
-        self.autocast = autocast
-        self.built = False
-        self._tj_own: list[VariableBase] = []
-        self._tj_orig_trainable: dict[int, bool] = {}
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if "_tj_ready" not in self.__dict__:
-            raise RuntimeError(
-                f"It looks like you are subclassing `{type(self).__name__}` and you forgot to call "
-                "`super().__init__()`. Always start with this line."
-            )
-        object.__setattr__(self, name, value)
-
-    # ---- dtype --------------------------------------------------------------------------
-
-    @property
-    def dtype(self) -> str:
-        return self._dtype
-
-    @property
-    def compute_dtype(self) -> str:
-        return self._dtype
-
-    @property
-    def variable_dtype(self) -> str:
-        return self._dtype
-
-    # ---- weights --------------------------------------------------------------------------
-
-    def add_weight(self, shape: Any = None, initializer: Any = None, dtype: Any = None, trainable: bool = True,
-                   autocast: bool = True, regularizer: Any = None, constraint: Any = None, aggregation: str = "none",
-                   overwrite_with_gradient: bool = False, name: str | None = None) -> Variable:
-        """Create a variable owned by this layer (``tf.keras.layers.Layer.add_weight``)."""
-        if regularizer is not None:
-            raise NotImplementedError("tapejax.keras does not implement weight regularizers; add the penalty to your loss.")
-        shape = () if shape is None else tuple(int(s) for s in shape)
-        d = as_dtype(dtype if dtype is not None else self._dtype)
-        if initializer is None:
-            initializer = "glorot_uniform" if d.is_floating else "zeros"
-        init = initializers.get(initializer)
-        # Create first, draw second: a tapejax.function trace refuses the creation (and
-        # replays the call eagerly) before any random key is consumed, so a layer built
-        # inside a compiled step gets the same weights as one built eagerly.
-        v = Variable(Tensor(jnp.zeros(shape, d._np)), trainable=trainable, name=name or "variable", dtype=d,
-                     constraint=constraint)
-        v._value = init(shape, dtype=d)._value
-        if not self._trainable:
-            v._trainable = False  # created inside a frozen layer: frozen until the layer is unfrozen
-        self._tj_own.append(v)
-        self._tj_orig_trainable[v._uid] = bool(trainable)
-        return v
-
-    def _children(self) -> tuple[list, list, list]:
-        """(own variables, seed generators, sub-layers) found from this layer's attributes."""
-        own: list = []
-        seeds: list = []
-        layers: list = []
-        seen: set[int] = set()
-        for v in self.__dict__.get("_tj_own", ()):
-            seen.add(id(v))
-            own.append(v)
-        for k, val in self.__dict__.items():
-            if k in _INTERNAL:
-                continue
-            for obj in _walk(val):
-                if id(obj) in seen or obj is self:
-                    continue
-                seen.add(id(obj))
-                if isinstance(obj, VariableBase):
-                    own.append(obj)
-                    self._tj_orig_trainable.setdefault(obj._uid, obj._trainable)
-                elif isinstance(obj, SeedGenerator):
-                    seeds.append(obj)
-                else:
-                    layers.append(obj)
-        own = [v for v in own if v._trainable] + [v for v in own if not v._trainable]
-        return own, seeds, layers
-
-    def _collect(self, with_seeds: bool, seen: set[int], out: list, visiting: set[int]) -> None:
-        if id(self) in visiting:
-            return
-        visiting.add(id(self))
-        own, seeds, layers = self._children()
-        for v in own:
-            if id(v) not in seen:
-                seen.add(id(v))
-                out.append(v)
-        if with_seeds:
-            for g in seeds:
-                if id(g.state) not in seen:
-                    seen.add(id(g.state))
-                    out.append(g.state)
-        for layer in layers:
-            layer._collect(with_seeds, seen, out, visiting)
+    # ---- variables: tapejax views of Keras's lists ------------------------------------
 
     @property
     def variables(self) -> list:
-        """Every variable of this layer and its sub-layers, including random-seed state."""
-        out: list = []
-        self._collect(True, set(), out, set())
-        return out
-
-    @property
-    def weights(self) -> list:
-        """The layer's weights (its variables without random-seed state)."""
-        out: list = []
-        self._collect(False, set(), out, set())
-        return out
+        return mirrors(super().variables)
 
     @property
     def trainable_variables(self) -> list:
-        """The variables an optimizer should update: [] when the layer is frozen."""
-        if not self.trainable:
-            return []
-        return [v for v in self.variables if v._trainable]
+        return mirrors(super().trainable_variables)
 
     @property
     def non_trainable_variables(self) -> list:
-        if not self.trainable:
-            return self.variables
-        return [v for v in self.variables if not v._trainable]
+        return mirrors(super().non_trainable_variables)
+
+    @property
+    def weights(self) -> list:
+        return mirrors(super().weights)
 
     @property
     def trainable_weights(self) -> list:
-        if not self.trainable:
-            return []
-        return [v for v in self.weights if v._trainable]
+        return mirrors(super().trainable_weights)
 
     @property
     def non_trainable_weights(self) -> list:
-        if not self.trainable:
-            return self.weights
-        return [v for v in self.weights if not v._trainable]
+        return mirrors(super().non_trainable_weights)
 
-    @property
-    def trainable(self) -> bool:
-        return self._trainable
+    def add_weight(self, *args: Any, **kwargs: Any) -> Any:
+        v = super().add_weight(*args, **kwargs)
+        # A call written with tapejax ops reads its weights as tf.Variables; Keras's
+        # own layers keep keras.Variables (their call runs on JAX values).
+        return mirror(v) if is_native(type(self)) else v
 
-    @trainable.setter
-    def trainable(self, value: bool) -> None:
-        # Freezing a layer freezes its weights, so a tape no longer watches them and a
-        # parent's trainable_variables skips them (Keras 3 does the same).
-        value = bool(value)
-        object.__setattr__(self, "_trainable", value)
-        own, _, layers = self._children()
-        for v in own:
-            if self._tj_orig_trainable.get(v._uid, True):
-                v._trainable = value
-        for layer in layers:
-            layer.trainable = value
+    def add_variable(self, *args: Any, **kwargs: Any) -> Any:
+        return self.add_weight(*args, **kwargs)
 
-    @property
-    def _layers(self) -> list:
-        return self._children()[2]
-
-    def get_weights(self) -> list[np.ndarray]:
-        """The weights' values as NumPy arrays."""
-        return [np.asarray(v._value) for v in self.weights]
-
-    def set_weights(self, weights: list) -> None:
-        """Assign values to the weights, in ``weights`` order."""
-        ws = self.weights
-        if len(ws) != len(weights):
-            raise ValueError(
-                f"You called `set_weights(weights)` on layer '{self.name}' with a weight list of length "
-                f"{len(weights)}, but the layer was expecting {len(ws)} weights."
-            )
-        for v, w in zip(ws, weights):
-            if tuple(np.shape(w)) != tuple(v.shape):
-                raise ValueError(f"Layer {self.name} weight shape {tuple(v.shape)} is not compatible with provided weight shape {tuple(np.shape(w))}.")
-            v.assign(Tensor(jnp.asarray(w, dtype=v._value.dtype)))
-
-    def count_params(self) -> int:
-        """The number of scalars in the layer's weights."""
-        if not self.built:
-            raise ValueError(
-                f"You tried to call `count_params` on layer '{self.name}', but the layer isn't built. "
-                "You can build it manually via: `layer.build(input_shape)`."
-            )
-        return int(sum(int(np.prod(v.shape)) for v in self.weights))
-
-    # ---- calling --------------------------------------------------------------------------
-
-    def build(self, input_shape: Any = None) -> None:
-        """Create the layer's weights for inputs of ``input_shape`` (called once, on the first call)."""
-        self.built = True
-
-    def call(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"Layer {type(self).__name__} does not have a `call()` method implemented.")
-
-    def _convert(self, x: Any) -> Any:
-        # Keras 3: NumPy inputs become tensors; floating inputs are cast to the layer's
-        # compute dtype (autocast). Integer inputs stay integer.
-        if isinstance(x, VariableBase):
-            x = x.value()
-        if isinstance(x, np.ndarray | np.generic | jax.Array) and not isinstance(x, Tensor):
-            a = jnp.asarray(x)
-            if jnp.issubdtype(a.dtype, jnp.floating) and self.autocast:
-                a = a.astype(self._dtype)
-            return Tensor(a)
-        if isinstance(x, Tensor) and self.autocast:
-            if jnp.issubdtype(x._value.dtype, jnp.floating) and x._value.dtype != np.dtype(self._dtype):
-                return tf.cast(x, self._dtype)
-        return x
-
-    def _convert_tree(self, x: Any) -> Any:
-        if isinstance(x, list | tuple) and not isinstance(x, KerasTensor):
-            return type(x)(self._convert_tree(v) for v in x)
-        if isinstance(x, dict):
-            return {k: self._convert_tree(v) for k, v in x.items()}
-        return self._convert(x)
+    # ---- calls --------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if "_tj_ready" not in self.__dict__:
-            raise RuntimeError(
-                f"It looks like you are subclassing `{type(self).__name__}` and you forgot to call "
-                "`super().__init__()`. Always start with this line."
-            )
-        if args and isinstance(args[0], KerasTensor):
-            raise NotImplementedError(
-                "tapejax.keras has no functional API: calling a layer on a tf.keras.Input builds no graph. "
-                "Subclass tf.keras.Model, or use tf.keras.Sequential([tf.keras.Input(shape), ...])."
-            )
-        pos, has_training, default = _sig_info(type(self))
-        args = list(args)
-        explicit = kwargs.get("training", None)
-        if explicit is None and pos is not None and len(args) > pos:
-            explicit = args[pos]
-        training = explicit
-        if training is None and _context.training:
-            training = _context.training[-1]
-        if training is None:
-            training = default
-        if has_training:
-            if pos is not None and len(args) > pos:
-                args[pos] = training
-            elif training is not None:
-                kwargs["training"] = training
-        else:
-            kwargs.pop("training", None)
-        args = [self._convert_tree(a) for a in args]
-        if not self.built:
-            self._build_from(args[0] if args else next(iter(kwargs.values()), None))
-        _context.training.append(training)
+        native = is_native(type(self))
+        if _symbolic((args, kwargs)):
+            if native:
+                self._tapejax_build(args, kwargs)
+            return super().__call__(*args, **kwargs)
+        if in_stateless_scope():
+            # Inside an op (or Keras's shape inference): JAX values.
+            if native:
+                return jax_level(lambda *a, **k: self._tapejax_native_call(a, k))(*args, **kwargs)
+            return super().__call__(*args, **kwargs)
+        if native:
+            return self._tapejax_native_call(args, kwargs)
+        return self._tapejax_op_call(args, kwargs)
+
+    def _tapejax_build(self, args: tuple, kwargs: dict) -> None:
+        if self.built:
+            return
+        if native_build_needed(self):
+            spec_kwargs = _specs(dict(kwargs))
+            call_spec = CallSpec(self._call_signature, self._call_context_args, _specs(args), spec_kwargs)
+            with self._open_name_scope():
+                self._maybe_build(call_spec)
+        if is_native(type(self)):
+            # Sub-layers build on their first call.
+            self.built = True
+
+    def _resolve_context(self, args: tuple, kwargs: dict) -> Any:
+        call_context = self._get_call_context()
+        call_spec = CallSpec(self._call_signature, self._call_context_args, args, dict(kwargs))
+        for name in self._call_context_args:
+            if name in kwargs and name not in self._call_signature.parameters:
+                kwargs.pop(name)
+            self._resolve_and_populate_arg(name, call_spec, call_context, kwargs)
+        return call_context
+
+    def _tapejax_native_call(self, args: tuple, kwargs: dict) -> Any:
+        kwargs = dict(kwargs)
+        self._tapejax_build(args, kwargs)
+        self._called = True
         try:
-            return self.call(*args, **kwargs)
+            self._resolve_context(args, kwargs)
+            with self._open_name_scope():
+                return self.call(*args, **kwargs)
         finally:
-            _context.training.pop()
+            self._maybe_reset_call_context()
 
-    def _build_from(self, first: Any) -> None:
-        shape = None
-        if first is not None and hasattr(first, "shape"):
-            shape = tuple(first.shape)
-        # Build is transactional: if creating a weight is refused (a tapejax.function
-        # trace replays the first call eagerly), the layer stays unbuilt.
-        self.build(shape)
-        object.__setattr__(self, "built", True)
+    def _tapejax_op_call(self, args: tuple, kwargs: dict) -> Any:
+        kwargs = dict(kwargs)
+        if not self.built:
+            spec_kwargs = _specs(dict(kwargs))
+            call_spec = CallSpec(self._call_signature, self._call_context_args, _specs(args), spec_kwargs)
+            with self._open_name_scope():
+                self._maybe_build(call_spec)
+        try:
+            # The training flag is resolved now (explicit, inherited from an outer
+            # call, or the default) and recorded: a replay has no caller context.
+            self._resolve_context(_specs(args), kwargs)
+            _pass_masks(self, args, kwargs)
+            kind = _logits_kind(getattr(self, "activation", None))
+            if kind is None:
+                return stateful_call(self, super().variables, args, kwargs)
+            # A softmax/sigmoid activation: the layer without it, then the activation,
+            # whose output remembers its logits (TF's Keras scores it from them).
+            logits = stateful_call(self._tapejax_without_activation(), super().variables, args, kwargs)
+            from . import activations
 
-    def get_config(self) -> dict:
-        return {"name": self.name, "trainable": self.trainable, "dtype": self._dtype}
+            return getattr(activations, kind)(logits)
+        finally:
+            self._maybe_reset_call_context()
 
-    @classmethod
-    def from_config(cls, config: dict) -> Layer:
-        return cls(**config)
+    def _tapejax_without_activation(self) -> Any:
+        d = self.__dict__.setdefault("_tapejax_fns", {})
+        fn = d.get("no_activation")
+        if fn is None:
+            def fn(*args: Any, **kwargs: Any) -> Any:
+                act = self.activation
+                object.__setattr__(self, "activation", keras.activations.linear)
+                try:
+                    return self(*args, **kwargs)
+                finally:
+                    object.__setattr__(self, "activation", act)
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} name={self.name}, built={self.built}>"
+            d["no_activation"] = fn
+        return fn
+
+    def stateless_call(self, trainable_variables: Any, non_trainable_variables: Any, *args: Any,
+                       return_losses: bool = False, **kwargs: Any) -> Any:
+        """Keras's ``stateless_call`` (JAX values in, JAX values out), keyed by the Keras variables."""
+        kt = [kvar(v) for v in self.trainable_variables]
+        knt = [kvar(v) for v in self.non_trainable_variables]
+        if len(trainable_variables) != len(kt) or len(non_trainable_variables) != len(knt):
+            raise ValueError(
+                f"stateless_call takes {len(kt)} trainable and {len(knt)} non-trainable values for "
+                f"{type(self).__name__}; received {len(trainable_variables)} and {len(non_trainable_variables)}."
+            )
+        mapping = list(zip(kt, trainable_variables)) + list(zip(knt, non_trainable_variables))
+        losses = None
+        with StatelessScope(state_mapping=mapping, collect_losses=return_losses) as scope:
+            outputs = self.call(*args, **kwargs)
+            if return_losses:
+                losses = self.losses
+        new = [scope.get_current_value(v) for v in knt]
+        if return_losses:
+            return outputs, new, losses
+        return outputs, new
+
+    def compute_output_spec(self, *args: Any, **kwargs: Any) -> Any:
+        cls = type(self)
+        if is_native(cls) and _kutils.is_default(self.compute_output_shape):
+            return _compute_output_spec(jax_level(self.call), *args, **kwargs)
+        return super().compute_output_spec(*args, **kwargs)
 
 
-class InputLayer(Layer):
-    """Marks a ``Sequential`` model's input shape (``tf.keras.layers.InputLayer``)."""
-
-    def __init__(self, shape: Any = None, batch_size: int | None = None, dtype: Any = None, name: str | None = None,
-                 input_tensor: Any = None, **kwargs: Any):
-        if shape is None:
-            shape = kwargs.pop("input_shape", None)
-        kwargs.pop("batch_shape", None)
-        super().__init__(name=name, dtype=dtype)
-        if shape is None:
-            raise ValueError("You must pass a `shape` argument.")
-        self.input_shape = tuple(shape)
-        self.batch_size = batch_size
-        self.built = True
-
-    def call(self, inputs: Any) -> Any:
-        return inputs
+def _pass_masks(layer: Any, args: tuple, kwargs: dict) -> None:
+    """Keras's mask of the input tensor(s), passed explicitly (inside the op, values are bare arrays)."""
+    names = layer._call_signature.parameters
+    if "mask" in names and kwargs.get("mask") is None and args:
+        mask = jax.tree_util.tree_map(_get_keras_mask, args[0], is_leaf=_is_tape)
+        if any(m is not None for m in jax.tree_util.tree_leaves(mask, is_leaf=_is_tape)):
+            kwargs["mask"] = mask
 
 
-def Input(shape: Any = None, batch_size: int | None = None, dtype: Any = None, name: str | None = None, **kwargs: Any) -> KerasTensor:  # noqa: N802  (Keras's name)
-    """A placeholder for a ``Sequential`` model's input (``tf.keras.Input``).
+def _logits_kind(act: Any) -> str | None:
+    if act is keras.activations.softmax:
+        return "softmax"
+    if act is keras.activations.sigmoid:
+        return "sigmoid"
+    return None
 
-    Example:
-        >>> import tapejax as tf
-        >>> model = tf.keras.Sequential([tf.keras.Input(shape=(4,)), tf.keras.layers.Dense(2)])
-        >>> [tuple(v.shape) for v in model.weights]
-        [(4, 2), (2,)]
-    """
-    if shape is None:
-        raise ValueError("You must pass a `shape` argument.")
-    d = as_dtype(dtype if dtype is not None else "float32").name
-    return KerasTensor((batch_size,) + tuple(shape), d, name or _naming.auto_name("input_layer"))
+
+def native_build_needed(layer: Any) -> bool:
+    return not _kutils.is_default(layer.build) or not is_native(type(layer))
+
+
+def keras_variables(layer: Any) -> list:
+    return [kvar(v) for v in layer.variables]

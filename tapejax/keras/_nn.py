@@ -1,13 +1,13 @@
-"""Helpers for the Keras surface: Keras's logits link, and array access for non-differentiated code.
+"""Keras's logits link: a softmax/sigmoid output remembers the logits it came from.
 
-Keras marks the output of its ``softmax`` and ``sigmoid`` activations with the
-logits they came from, and its cross-entropy losses then compute from the logits
-(no probability clipping, no saturation). ``remember_logits``/``logits_of`` keep
-that link here: a table from the output tensor's id to its logits, emptied when
-the output tensor is garbage-collected (tapejax tensors have no attribute dict).
-
-The differentiable pieces (softmax, the cross-entropies, clipping) are tapejax's
-own ``tf.nn``/``tf`` ops, so tapes record them with TF's gradients.
+TF's Keras marks the output of its ``softmax`` and ``sigmoid`` activations with
+their logits (``_keras_logits``), and its cross-entropy losses then compute
+from the logits (no probability clipping, no saturation). Keras's JAX backend
+cannot attach attributes to arrays, so the link lives here: a table from the
+output tensor's id to its logits, emptied when the output is garbage-collected.
+A built-in layer with such an activation is recorded as two ops (the layer
+without its activation, then the activation), and the cross-entropies look
+their ``y_pred`` up (``_objects``).
 """
 
 from __future__ import annotations
@@ -17,18 +17,14 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .._tf import _surface as tf
-
 from .._core._recorder import Tensor, VariableBase
-
-# ---- the logits link of Keras's softmax/sigmoid outputs ----------------------------------
 
 _LOGITS: dict[int, tuple[str, Tensor]] = {}
 
 
-def remember_logits(output: Tensor, logits: Tensor, kind: str) -> Tensor:
-    """Record that ``output`` is ``kind`` ("Softmax" or "Sigmoid") of ``logits``."""
-    if isinstance(output, Tensor):
+def remember_logits(output: Any, logits: Any, kind: str) -> Any:
+    """Record that ``output`` is ``kind`` ("softmax" or "sigmoid") of ``logits``."""
+    if isinstance(output, Tensor) and isinstance(logits, Tensor):
         _LOGITS[output._id] = (kind, logits)
         weakref.finalize(output, _LOGITS.pop, output._id, None)
     return output
@@ -42,19 +38,8 @@ def logits_of(output: Any, kind: str) -> Tensor | None:
     return hit[1] if hit is not None and hit[0] == kind else None
 
 
-# ---- array access (not differentiated) --------------------------------------------------
-
-
 def value(x: Any) -> Any:
     """The array of a tensor or variable (a tracing-aware read), or ``x`` as an array."""
     if isinstance(x, Tensor | VariableBase):
         return x._value
     return jnp.asarray(x)
-
-
-def squeeze_last(x: Tensor) -> Tensor:
-    return tf.squeeze(x, axis=-1)
-
-
-def expand_last(x: Tensor) -> Tensor:
-    return tf.expand_dims(x, -1)

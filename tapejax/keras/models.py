@@ -1,179 +1,517 @@
-"""``tf.keras.Model`` (subclassing) and ``tf.keras.Sequential``.
+"""``tf.keras.Model``, ``Sequential``, the functional API, training and saving.
 
-A subclassed model is a layer whose sub-layers and variables are found from its
-attributes (lists and dicts of layers included), so ``model.trainable_variables``
-is ready for ``tape.gradient`` and ``optimizer.apply_gradients`` once the model
-has been called. tapejax has no functional API (``Model(inputs, outputs)``) and
-no ``compile``/``fit``: training is the custom loop with a ``GradientTape``.
+The classes are Keras 3's ``Model``/``Sequential``/``Functional`` with the
+tape's ``LayerMixin`` and a TF-style trainer in front: ``fit``, ``evaluate``
+and ``predict`` loop over Keras's own data adapters and callbacks (History,
+EarlyStopping, ModelCheckpoint, the progress bar...) and call
+``train_step(self, data)`` / ``test_step`` / ``predict_step`` written as in
+TensorFlow (a ``tf.GradientTape`` and ``optimizer.apply_gradients``), compiled
+with ``tapejax.function`` unless ``run_eagerly=True``. Override ``train_step``
+exactly as in the keras.io examples.
 
 Example:
+    >>> import numpy as np
     >>> import tapejax as tf
-    >>> class MLP(tf.keras.Model):
-    ...     def __init__(self):
-    ...         super().__init__()
-    ...         self.hidden = [tf.keras.layers.Dense(8, activation="relu") for _ in range(2)]
-    ...         self.out = tf.keras.layers.Dense(1)
-    ...     def call(self, x, training=False):
-    ...         for layer in self.hidden:
-    ...             x = layer(x)
-    ...         return self.out(x)
-    >>> model = MLP()
-    >>> _ = model(tf.ones((4, 3)))
-    >>> len(model.trainable_variables)
-    6
+    >>> inputs = tf.keras.Input(shape=(3,))
+    >>> outputs = tf.keras.layers.Dense(1)(tf.keras.layers.Dense(4, activation="relu")(inputs))
+    >>> model = tf.keras.Model(inputs, outputs)
+    >>> model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse")
+    >>> history = model.fit(np.ones((8, 3)), np.zeros((8, 1)), epochs=2, verbose=0)
+    >>> sorted(history.history)
+    ['loss']
+    >>> model.predict(np.ones((2, 3)), verbose=0).shape
+    (2, 1)
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-import jax.numpy as jnp
+import jax
+import numpy as np
 
-from .._core._recorder import Tensor
-from ._layer import InputLayer, KerasTensor, Layer
+from .._core._recorder import Tensor, VariableBase
+from .._tf import _surface as tf
+from ._bridge import in_stateless_scope, keras, mirrors, quiet_keras_array, stateful_call
+from ._layer import LayerMixin, adapt_callable
+from ._objects import _cached, tape_metric
+from . import layers as _layers
+from . import optimizers as _optimizers
 
-__all__ = ["Model", "Sequential"]
+from keras.src import tree  # noqa: E402
+from keras.src.callbacks import callback_list as _callback_list  # noqa: E402
+from keras.src.models.functional import Functional as _KFunctional  # noqa: E402
+from keras.src.models.model import functional_init_arguments  # noqa: E402
+from keras.src.trainers.data_adapters import data_adapter_utils  # noqa: E402
+from keras.src.trainers.epoch_iterator import EpochIterator  # noqa: E402
+
+__all__ = ["Model", "Sequential", "Functional", "tape_model", "clone_model", "load_model", "save_model", "model_from_json"]
 
 
-class Model(Layer):
-    """A layer made of layers, trained with a custom loop (``tf.keras.Model``).
+def _to_tensors(data: Any) -> Any:
+    def conv(x: Any) -> Any:
+        if isinstance(x, Tensor | VariableBase) or x is None:
+            return x
+        if isinstance(x, np.ndarray | jax.Array | np.generic):
+            return tf.constant(x)
+        return x
 
-    Subclass it, create layers in ``__init__`` and use them in ``call``.
-    """
+    return tree.map_structure(conv, data)
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        if args or "inputs" in kwargs or "outputs" in kwargs:
-            raise NotImplementedError(
-                "tapejax.keras implements Model subclassing and Sequential, not the functional API "
-                "(Model(inputs, outputs)). Subclass tf.keras.Model and write `call`, or use tf.keras.Sequential."
-            )
-        super().__init__(**kwargs)
+
+def _to_numpy(data: Any) -> Any:
+    """tapejax tensors given to fit/evaluate/predict as NumPy arrays (Keras's data adapters take those)."""
+    return jax.tree_util.tree_map(lambda v: np.asarray(v) if isinstance(v, Tensor | VariableBase) else v, data,
+                                  is_leaf=lambda v: isinstance(v, Tensor | VariableBase))
+
+
+def _pythonify(logs: dict) -> dict:
+    out = {}
+    for k, v in (logs or {}).items():
+        if isinstance(v, Tensor | VariableBase | jax.Array | np.ndarray | np.generic):
+            a = np.asarray(v)
+            v = float(a) if a.ndim == 0 else a
+        out[k] = v
+    return out
+
+
+class TapeTrainer:
+    """fit / evaluate / predict as TensorFlow's trainer runs them, with tapejax steps."""
+
+    # ---- compile ------------------------------------------------------------------------
+
+    def compile(self, optimizer: Any = "rmsprop", loss: Any = None, loss_weights: Any = None, metrics: Any = None,
+                weighted_metrics: Any = None, run_eagerly: bool = False, steps_per_execution: int = 1,
+                jit_compile: Any = "auto", auto_scale_loss: bool = True) -> None:
+        opt = _optimizers.get(optimizer) if optimizer is not None else None
+        # Loss and metric functions written with tapejax ops run inside the step's ops, on JAX values.
+        loss, metrics, weighted_metrics = jax.tree_util.tree_map(
+            adapt_callable, (loss, metrics, weighted_metrics), is_leaf=callable)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            keras.Model.compile(self, optimizer="sgd", loss=loss, loss_weights=loss_weights, metrics=metrics,
+                                weighted_metrics=weighted_metrics, run_eagerly=run_eagerly,
+                                steps_per_execution=steps_per_execution, jit_compile=False, auto_scale_loss=False)
+        self.optimizer = opt
+        self._compile_config.config["optimizer"] = None  # get_compile_config writes tapejax's
+        # In place (a class swap): reassigning would make Keras track them twice.
+        tape_metric(self._loss_tracker)
+        tape_metric(self._compile_metrics)
+        self._run_eagerly = bool(run_eagerly)
+        self.__dict__["_tapejax_steps"] = {}
+
+    def get_compile_config(self) -> Any:
+        cfg = keras.Model.get_compile_config(self)
+        if cfg is not None and getattr(self, "optimizer", None) is not None:
+            cfg = dict(cfg)
+            cfg["optimizer"] = _optimizers.serialize(self.optimizer)
+        return cfg
+
+    def compile_from_config(self, config: Any) -> None:
+        from keras.src.saving import serialization_lib
+
+        config = dict(config)
+        opt = config.pop("optimizer", None)
+        rest = serialization_lib.deserialize_keras_object(config)
+        self.compile(optimizer=_optimizers.get(opt) if opt is not None else None, **rest)
 
     @property
-    def layers(self) -> list:
-        """The model's direct sub-layers, in the order they were assigned."""
-        return self._layers
+    def run_eagerly(self) -> bool:
+        return bool(getattr(self, "_run_eagerly", False))
 
-    def build(self, input_shape: Any = None) -> None:
-        """Create the weights for inputs of ``input_shape`` by calling the model once on zeros.
+    @run_eagerly.setter
+    def run_eagerly(self, value: bool) -> None:
+        self._run_eagerly = bool(value)
+        self.__dict__["_tapejax_steps"] = {}
 
-        ``None`` dimensions (the batch) become 1. A list of shapes builds a model
-        whose ``call`` takes a list of inputs.
-        """
-        if input_shape is not None:
-            def zeros(shape: Any) -> Tensor:
-                return Tensor(jnp.zeros(tuple(1 if s is None else int(s) for s in shape), self.compute_dtype))
+    # ---- losses and metrics on the tape --------------------------------------------------------
 
-            multi = isinstance(input_shape, list | tuple) and input_shape and isinstance(input_shape[0], list | tuple)
-            self(([zeros(s) for s in input_shape]) if multi else zeros(input_shape), training=False)
-        object.__setattr__(self, "built", True)
+    def compute_loss(self, x: Any = None, y: Any = None, y_pred: Any = None, sample_weight: Any = None, training: bool = True) -> Any:
+        if in_stateless_scope():
+            return keras.Model.compute_loss(self, x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training)
+        # One op over every variable the loss may read (regularisation penalties) and
+        # the compiled loss's trackers.
+        state = list(keras.Model.variables.fget(self))
+        if self._compile_loss is not None:
+            state += list(self._compile_loss.variables)
+        return stateful_call(_cached(self, "compute_loss"), state, (), dict(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training))
 
-    def _build_from(self, first: Any) -> None:
-        # A model builds by running: its layers build on their first call.
-        object.__setattr__(self, "built", True)
+    def compute_metrics(self, x: Any, y: Any, y_pred: Any, sample_weight: Any = None) -> dict:
+        if in_stateless_scope():
+            return keras.Model.compute_metrics(self, x, y, y_pred, sample_weight=sample_weight)
+        if self._compile_metrics is not None:
+            self._compile_metrics.update_state(y, y_pred, sample_weight=sample_weight)
+        return self.get_metrics_result()
 
-    def summary(self, print_fn: Any = None, **kwargs: Any) -> None:
-        """Print each sub-layer with its parameter count, and the totals."""
-        pf = print_fn or print
-        rows = [(f"{layer.name} ({type(layer).__name__})", sum(int(jnp.size(v._value)) for v in layer.weights))
-                for layer in self.layers]
-        width = max([len(r[0]) for r in rows] + [20]) + 2
-        pf(f'Model: "{self.name}"')
-        pf("-" * (width + 12))
-        pf(f"{'Layer (type)':<{width}}{'Param #':>12}")
-        pf("=" * (width + 12))
-        for name, n in rows:
-            pf(f"{name:<{width}}{n:>12,}")
-        pf("=" * (width + 12))
-        total = sum(int(jnp.size(v._value)) for v in self.weights)
-        trainable = sum(int(jnp.size(v._value)) for v in self.trainable_weights)
-        pf(f"Total params: {total:,}")
-        pf(f"Trainable params: {trainable:,}")
-        pf(f"Non-trainable params: {total - trainable:,}")
+    def get_metrics_result(self) -> dict:
+        out = {}
+        for m in self.metrics:
+            r = tape_metric(m).result()
+            if isinstance(r, dict):
+                out.update(r)
+            else:
+                out[m.name] = r
+        return out
+
+    def reset_metrics(self) -> None:
+        for m in self.metrics:
+            tape_metric(m).reset_state()
+
+    # ---- steps (TensorFlow's trainer, tapejax's tape) ---------------------------------------
+
+    def train_step(self, data: Any) -> dict:
+        x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True) if self._call_has_training_arg else self(x)
+            loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+            self._loss_tracker.update_state(loss, sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0])
+        trainable = self.trainable_weights
+        if trainable:
+            grads = tape.gradient(loss, trainable)
+            self.optimizer.apply_gradients(zip(grads, trainable))
+        else:
+            warnings.warn("The model does not have any trainable weights.", stacklevel=2)
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+    def test_step(self, data: Any) -> dict:
+        x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+        y_pred = self(x, training=False) if self._call_has_training_arg else self(x)
+        loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
+        self._loss_tracker.update_state(loss, sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0])
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+    def predict_step(self, data: Any) -> Any:
+        x, _, _ = data_adapter_utils.unpack_x_y_sample_weight(data)
+        return self(x, training=False) if self._call_has_training_arg else self(x)
+
+    def _step(self, kind: str) -> Any:
+        steps = self.__dict__.setdefault("_tapejax_steps", {})
+        fn = steps.get(kind)
+        if fn is None:
+            f = getattr(self, f"{kind}_step")
+            fn = f if self.run_eagerly else tf.function(f)
+            steps[kind] = fn
+        return fn
+
+    def make_train_function(self, force: bool = False) -> Any:
+        if force:
+            self.__dict__["_tapejax_steps"] = {}
+        self.train_function = self._step("train")
+        return self.train_function
+
+    def make_test_function(self, force: bool = False) -> Any:
+        if force:
+            self.__dict__["_tapejax_steps"] = {}
+        self.test_function = self._step("test")
+        return self.test_function
+
+    def make_predict_function(self, force: bool = False) -> Any:
+        if force:
+            self.__dict__["_tapejax_steps"] = {}
+        self.predict_function = self._step("predict")
+        return self.predict_function
+
+    def _tapejax_prepare(self, iterator: EpochIterator) -> None:
+        # Variables are created before any compiled step: build the model, the
+        # compiled metrics and losses symbolically from the first batch.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._symbolic_build(iterator=iterator)
+        if self.optimizer is not None and not getattr(self.optimizer, "built", True):
+            self.optimizer.build(self.trainable_variables)
+
+    # ---- loops ------------------------------------------------------------------------
+
+    def fit(self, x: Any = None, y: Any = None, batch_size: Any = None, epochs: int = 1, verbose: Any = "auto",
+            callbacks: Any = None, validation_split: float = 0.0, validation_data: Any = None, shuffle: bool = True,
+            class_weight: Any = None, sample_weight: Any = None, initial_epoch: int = 0, steps_per_epoch: Any = None,
+            validation_steps: Any = None, validation_batch_size: Any = None, validation_freq: int = 1) -> Any:
+        self._assert_compile_called("fit")
+        x, y, sample_weight, validation_data = _to_numpy((x, y, sample_weight, validation_data))
+        if validation_split and validation_data is None:
+            from keras.src.trainers.data_adapters import array_slicing
+
+            (x, y, sample_weight), validation_data = array_slicing.train_validation_split(
+                (x, y, sample_weight), validation_split=validation_split)
+        if validation_data is not None:
+            val_x, val_y, val_sample_weight = data_adapter_utils.unpack_x_y_sample_weight(validation_data)
+        epoch_iterator = EpochIterator(x=x, y=y, sample_weight=sample_weight, batch_size=batch_size,
+                                       steps_per_epoch=steps_per_epoch, shuffle=shuffle, class_weight=class_weight)
+        self._tapejax_prepare(epoch_iterator)
+        epoch_iterator.reset()
+        if not isinstance(callbacks, _callback_list.CallbackList):
+            callbacks = _callback_list.CallbackList(callbacks, add_history=True, add_progbar=verbose != 0,
+                                                    verbose=verbose, epochs=epochs, steps=epoch_iterator.num_batches,
+                                                    model=self)
+        train_function = self.make_train_function()
+        self.stop_training = False
+        callbacks.on_train_begin()
+        training_logs: dict = {}
+        logs: dict = {}
+        for epoch in range(initial_epoch, epochs):
+            self.reset_metrics()
+            callbacks.on_epoch_begin(epoch)
+            with epoch_iterator.catch_stop_iteration():
+                for begin_step, end_step, batch in epoch_iterator:
+                    callbacks.on_train_batch_begin(begin_step)
+                    logs = _pythonify(train_function(_to_tensors(batch[0])))
+                    callbacks.on_train_batch_end(end_step, logs)
+                    if self.stop_training:
+                        break
+            epoch_logs = dict(logs)
+            if validation_data is not None and self._should_eval(epoch, validation_freq):
+                val_logs = self.evaluate(x=val_x, y=val_y, sample_weight=val_sample_weight,
+                                         batch_size=validation_batch_size or batch_size, steps=validation_steps,
+                                         callbacks=callbacks, return_dict=True)
+                epoch_logs.update({f"val_{k}": v for k, v in val_logs.items()})
+            callbacks.on_epoch_end(epoch, epoch_logs)
+            training_logs = epoch_logs
+            if self.stop_training:
+                break
+        callbacks.on_train_end(logs=training_logs)
+        return self.history
+
+    def evaluate(self, x: Any = None, y: Any = None, batch_size: Any = None, verbose: Any = "auto",
+                 sample_weight: Any = None, steps: Any = None, callbacks: Any = None, return_dict: bool = False,
+                 **kwargs: Any) -> Any:
+        self._assert_compile_called("evaluate")
+        x, y, sample_weight = _to_numpy((x, y, sample_weight))
+        epoch_iterator = EpochIterator(x=x, y=y, sample_weight=sample_weight, batch_size=batch_size,
+                                       steps_per_epoch=steps, shuffle=False)
+        self._tapejax_prepare(epoch_iterator)
+        epoch_iterator.reset()
+        if not isinstance(callbacks, _callback_list.CallbackList):
+            callbacks = _callback_list.CallbackList(callbacks, add_progbar=verbose != 0, verbose=verbose, epochs=1,
+                                                    steps=epoch_iterator.num_batches, model=self)
+        test_function = self.make_test_function()
+        self.stop_evaluating = False
+        callbacks.on_test_begin()
+        logs: dict = {}
+        self.reset_metrics()
+        with epoch_iterator.catch_stop_iteration():
+            for begin_step, end_step, batch in epoch_iterator:
+                callbacks.on_test_batch_begin(begin_step)
+                logs = _pythonify(test_function(_to_tensors(batch[0])))
+                callbacks.on_test_batch_end(end_step, logs)
+                if self.stop_evaluating:
+                    break
+        logs = _pythonify(self.get_metrics_result())
+        callbacks.on_test_end(logs)
+        if return_dict:
+            return logs
+        return self._flatten_metrics_in_order(logs)
+
+    def predict(self, x: Any, batch_size: Any = None, verbose: Any = "auto", steps: Any = None, callbacks: Any = None) -> Any:
+        x = _to_numpy(x)
+        epoch_iterator = EpochIterator(x=x, batch_size=batch_size, steps_per_epoch=steps, shuffle=False)
+        if not all(layer.built for layer in self._flatten_layers()):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._symbolic_build(iterator=epoch_iterator)
+            epoch_iterator.reset()
+        if not isinstance(callbacks, _callback_list.CallbackList):
+            callbacks = _callback_list.CallbackList(callbacks, add_progbar=verbose != 0, verbose=verbose, epochs=1,
+                                                    steps=epoch_iterator.num_batches, model=self)
+        predict_function = self.make_predict_function()
+        self.stop_predicting = False
+        callbacks.on_predict_begin()
+        batches = []
+        with epoch_iterator.catch_stop_iteration():
+            for begin_step, end_step, batch in epoch_iterator:
+                callbacks.on_predict_batch_begin(begin_step)
+                out = predict_function(_to_tensors(batch[0]))
+                out = jax.tree_util.tree_map(np.asarray, out, is_leaf=lambda t: isinstance(t, Tensor))
+                batches.append(out)
+                callbacks.on_predict_batch_end(end_step, {"outputs": out})
+                if self.stop_predicting:
+                    break
+        callbacks.on_predict_end()
+        return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *batches)
+
+    def train_on_batch(self, x: Any, y: Any = None, sample_weight: Any = None, class_weight: Any = None, return_dict: bool = False) -> Any:
+        self._assert_compile_called("train_on_batch")
+        data = (x, y, sample_weight)
+        self._symbolic_build(data_batch=data)
+        if self.optimizer is not None and not getattr(self.optimizer, "built", True):
+            self.optimizer.build(self.trainable_variables)
+        logs = _pythonify(self.make_train_function()(_to_tensors(data)))
+        return logs if return_dict else self._flatten_metrics_in_order(logs)
+
+    def test_on_batch(self, x: Any, y: Any = None, sample_weight: Any = None, return_dict: bool = False) -> Any:
+        self._assert_compile_called("test_on_batch")
+        data = (x, y, sample_weight)
+        self._symbolic_build(data_batch=data)
+        logs = _pythonify(self.make_test_function()(_to_tensors(data)))
+        return logs if return_dict else self._flatten_metrics_in_order(logs)
+
+    def predict_on_batch(self, x: Any) -> Any:
+        out = self.make_predict_function()(_to_tensors((x,)))
+        return jax.tree_util.tree_map(np.asarray, out, is_leaf=lambda t: isinstance(t, Tensor))
+
+    # ---- saving ----------------------------------------------------------------------
+
+    def save(self, filepath: Any, overwrite: bool = True, zipped: Any = None, **kwargs: Any) -> None:
+        with quiet_keras_array():
+            keras.Model.save(self, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
+
+    def save_weights(self, filepath: Any, overwrite: bool = True, **kwargs: Any) -> None:
+        with quiet_keras_array():
+            keras.Model.save_weights(self, filepath, overwrite=overwrite, **kwargs)
+
+    def load_weights(self, filepath: Any, skip_mismatch: bool = False, **kwargs: Any) -> None:
+        with quiet_keras_array():
+            keras.Model.load_weights(self, filepath, skip_mismatch=skip_mismatch, **kwargs)
+
+    # ---- variables as tf.Variables -------------------------------------------------------
+
+    @property
+    def metrics_variables(self) -> list:
+        return mirrors(super().metrics_variables)
 
 
-class Sequential(Model):
-    """A stack of layers, each feeding the next (``tf.keras.Sequential``).
-
-    With ``tf.keras.Input(shape)`` first (or ``input_shape=`` on the first
-    layer) the model builds at once; otherwise on its first call.
+class Model(TapeTrainer, LayerMixin, keras.Model):
+    """Keras 3's ``Model`` on the tape: subclass it (``call`` with tapejax ops) or give it ``inputs``/``outputs``.
 
     Example:
         >>> import tapejax as tf
-        >>> tf.keras.backend.clear_session()  # restart the automatic names
-        >>> model = tf.keras.Sequential([
-        ...     tf.keras.layers.Flatten(),
-        ...     tf.keras.layers.Dense(16, activation="relu"),
-        ...     tf.keras.layers.Dropout(0.2),
-        ...     tf.keras.layers.Dense(10),
-        ... ])
-        >>> model(tf.ones((2, 4, 4))).shape
-        TensorShape([2, 10])
-        >>> [layer.name for layer in model.layers][:2]
-        ['flatten', 'dense']
+        >>> class MLP(tf.keras.Model):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.hidden = tf.keras.layers.Dense(8, activation="relu")
+        ...         self.out = tf.keras.layers.Dense(1)
+        ...     def call(self, x, training=False):
+        ...         return self.out(self.hidden(x))
+        >>> model = MLP()
+        >>> _ = model(tf.ones((4, 3)))
+        >>> len(model.trainable_variables)
+        4
     """
 
-    def __init__(self, layers: Any = None, trainable: bool = True, name: str | None = None, **kwargs: Any):
-        super().__init__(trainable=trainable, name=name, **kwargs)
-        self._tj_stack: list = []
-        self._tj_input_shape: tuple | None = None
-        for layer in layers or ():
-            self.add(layer, rebuild=False)
-        self._maybe_build()
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if functional_init_arguments(args, kwargs) and cls is Model:
+            return Functional.__new__(Functional, *args, **kwargs)
+        return keras.Model.__new__(cls)
 
-    def add(self, layer: Any, rebuild: bool = True) -> None:
-        """Append a layer (or a ``tf.keras.Input`` as the first entry)."""
-        if isinstance(layer, KerasTensor):
-            if self._tj_stack or self._tj_input_shape is not None:
-                raise ValueError("An Input can only be the first entry of a Sequential model.")
-            self._tj_input_shape = tuple(layer.shape)[1:]
-        elif isinstance(layer, InputLayer):
-            if self._tj_stack or self._tj_input_shape is not None:
-                raise ValueError("An InputLayer can only be the first entry of a Sequential model.")
-            self._tj_input_shape = tuple(layer.input_shape)
-        elif isinstance(layer, Layer):
-            if not self._tj_stack and self._tj_input_shape is None and layer._tj_input_shape_arg is not None:
-                self._tj_input_shape = layer._tj_input_shape_arg
-            self._tj_stack.append(layer)
-        else:
-            raise ValueError(
-                f"Only instances of `keras.Layer` can be added to a Sequential model. Received: {layer!r} (of type {type(layer)})"
-            )
-        if rebuild:
-            self._maybe_build()
-
-    def pop(self) -> Layer:
-        """Remove and return the last layer."""
-        if not self._tj_stack:
-            raise TypeError("There are no layers in the model.")
-        return self._tj_stack.pop()
-
-    @property
-    def layers(self) -> list:
-        return list(self._tj_stack)
-
-    def _maybe_build(self) -> None:
-        # With a known input shape, build every layer now by running a batch of one zeros
-        # through the stack (eagerly, outside any tape): variables exist before training.
-        if self._tj_input_shape is not None and self._tj_stack and not all(layer.built for layer in self._tj_stack):
-            self.build((None,) + self._tj_input_shape)
-
-    def build(self, input_shape: Any = None) -> None:
-        if input_shape is None:
+    def __init__(self, *args: Any, **kwargs: Any):
+        if functional_init_arguments(args, kwargs) and not isinstance(self, _KFunctional):
+            # A subclass of tf.keras.Model built from inputs/outputs (the keras.io
+            # custom train_step pattern): Keras makes the class Functional by
+            # rewriting its bases; stop at tapejax's Model, which must stay as is.
+            _inject_functional(type(self))
+            Functional.__init__(self, *args, **kwargs)
             return
-        shape = tuple(1 if s is None else int(s) for s in input_shape)
-        x: Any = Tensor(jnp.zeros(shape, self.compute_dtype))
-        for layer in self._tj_stack:
-            x = layer(x, training=False)
-        self.built = True
+        keras.Model.__init__(self, *args, **kwargs)
 
-    def call(self, inputs: Any, training: Any = None, mask: Any = None) -> Any:
-        x = inputs
-        for layer in self._tj_stack:
-            x = layer(x)
-        return x
 
-    def get_config(self) -> dict:
-        config = super().get_config()
-        config["layers"] = [{"class_name": type(layer).__name__, "config": layer.get_config()} for layer in self._tj_stack]
-        return config
+def _inject_functional(cls: type) -> type:
+    if cls is Model:
+        return Functional
+    if cls is object or not issubclass(cls, Model) or issubclass(cls, Functional):
+        return cls
+    cls.__bases__ = tuple(_inject_functional(b) for b in cls.__bases__)
+    return cls
+
+
+class Functional(Model, _KFunctional):
+    """A model defined by ``tf.keras.Model(inputs, outputs)`` (Keras 3's ``Functional``)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return _KFunctional.__new__(cls)
+
+    def __init__(self, inputs: Any, outputs: Any, name: Any = None, **kwargs: Any):
+        _KFunctional.__init__(self, inputs, outputs, name=name, **kwargs)
+
+
+class Sequential(Model, keras.Sequential):
+    """Keras 3's ``Sequential`` on the tape: the whole stack is one op per call.
+
+    Example:
+        >>> import tapejax as tf
+        >>> model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2)])
+        >>> model.output_shape
+        (None, 2)
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return keras.Sequential.__new__(cls)
+
+    def __init__(self, layers: Any = None, trainable: bool = True, name: Any = None):
+        keras.Sequential.__init__(self, layers=layers, trainable=trainable, name=name)
+
+
+def tape_model(model: Any) -> Any:
+    """A model Keras built (``keras.applications``...) as tapejax's class: its calls go on the tape."""
+    if isinstance(model, LayerMixin) or not isinstance(model, keras.Model):
+        return model
+    if isinstance(model, keras.Sequential):
+        model.__class__ = Sequential
+    elif isinstance(model, _KFunctional) and type(model) is _KFunctional:
+        model.__class__ = Functional
+    return model
+
+
+_KERAS_CLASSES = {"Model": Model, "Functional": Functional, "Sequential": Sequential}
+
+
+def custom_objects() -> dict:
+    """tapejax's classes under Keras's names: a saved model loads back into them."""
+    from . import losses, metrics
+
+    out = {k: v for k, v in _layers._generated.items() if isinstance(v, type)}
+    for mod in (losses, metrics):
+        out.update({k: v for k, v in vars(mod).items() if isinstance(v, type)})
+    out.update(_KERAS_CLASSES)
+    return out
+
+
+def load_model(filepath: Any, custom_objects: Any = None, compile: bool = True, safe_mode: bool = True) -> Any:
+    """Load a model saved with ``model.save("x.keras")`` into tapejax's classes.
+
+    Example:
+        >>> import os, tempfile
+        >>> import tapejax as tf
+        >>> model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2)])
+        >>> path = os.path.join(tempfile.mkdtemp(), "m.keras")
+        >>> model.save(path)
+        >>> again = tf.keras.models.load_model(path)
+        >>> bool((again.predict(tf.ones((1, 3)), verbose=0) == model.predict(tf.ones((1, 3)), verbose=0)).all())
+        True
+    """
+    objs = _all_custom_objects()
+    objs.update(custom_objects or {})
+    with keras.saving.custom_object_scope(objs), quiet_keras_array():
+        model = keras.saving.load_model(filepath, custom_objects=objs, compile=compile, safe_mode=safe_mode)
+    return model
+
+
+def _all_custom_objects() -> dict:
+    return custom_objects()
+
+
+def save_model(model: Any, filepath: Any, overwrite: bool = True, **kwargs: Any) -> None:
+    """``model.save(filepath)``."""
+    model.save(filepath, overwrite=overwrite, **kwargs)
+
+
+def model_from_json(json_string: str, custom_objects: Any = None) -> Any:
+    objs = _all_custom_objects()
+    objs.update(custom_objects or {})
+    return keras.models.model_from_json(json_string, custom_objects=objs)
+
+
+def clone_model(model: Any, input_tensors: Any = None, clone_function: Any = None, call_function: Any = None,
+                recursive: bool = False, **kwargs: Any) -> Any:
+    """A new model with the same architecture and fresh weights (Keras's ``clone_model``), in tapejax's classes.
+
+    Example:
+        >>> import tapejax as tf
+        >>> model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2)])
+        >>> twin = tf.keras.models.clone_model(model)
+        >>> type(twin).__name__, twin.output_shape
+        ('Sequential', (None, 2))
+    """
+    objs = _all_custom_objects()
+    with keras.saving.custom_object_scope(objs):
+        return keras.models.clone_model(model, input_tensors=input_tensors, clone_function=clone_function,
+                                        call_function=call_function, recursive=recursive, **kwargs)

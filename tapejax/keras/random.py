@@ -1,10 +1,8 @@
-"""``tf.keras.random``: random draws whose state is a variable (``SeedGenerator``).
+"""``tf.keras.random``: Keras 3's random functions as ops; a ``SeedGenerator``'s state is a variable.
 
 With ``seed=`` a ``SeedGenerator``, each call advances the generator's state
-variable, so a draw inside a ``tapejax.function`` step is fresh on every
-compiled call (the state is captured like any other variable). With an integer
-seed the draw is the same every time; with ``seed=None`` it comes from
-tapejax's global generator (``tf.random.set_seed``).
+(an assign, so a draw inside a ``tapejax.function`` step is fresh on every
+compiled call).
 
 Example:
     >>> import tapejax as tf
@@ -17,39 +15,33 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any
 
 import jax
 
-from .._core._recorder import Tensor
-from .._ops._dtypes import as_dtype, check_width
-from .._ops.random import _next_key
-from ._layer import SeedGenerator
+from ._bridge import keras, stateful_call
+from ._objects import _eager
 
-__all__ = ["SeedGenerator", "normal", "uniform"]
+SeedGenerator = keras.random.SeedGenerator
 
 
-def _key(seed: Any) -> jax.Array:
-    if isinstance(seed, SeedGenerator):
-        return seed.next()
-    if seed is None:
-        return _next_key(None)
-    return jax.random.key(int(seed))
+def _op(fn: Any) -> Any:
+    @functools.wraps(fn)
+    def f(*args: Any, **kwargs: Any) -> Any:
+        if not _eager((args, kwargs)):
+            return fn(*args, **kwargs)
+        gens = [x for x in jax.tree_util.tree_leaves((args, kwargs)) if isinstance(x, SeedGenerator)]
+        return stateful_call(fn, [g.state for g in gens], args, kwargs)
+
+    f.__module__ = __name__
+    f.__doc__ = f"Keras 3's ``keras.random.{fn.__name__}``, one op on the tape."
+    return f
 
 
-def _shape(shape: Any) -> tuple:
-    return (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+_names = {k: _op(getattr(keras.random, k)) for k in dir(keras.random)
+          if not k.startswith("_") and inspect.isfunction(getattr(keras.random, k))}
+globals().update(_names)
 
-
-def normal(shape: Any, mean: float = 0.0, stddev: float = 1.0, dtype: Any = None, seed: Any = None) -> Tensor:
-    """Normal draws (``keras.random.normal``)."""
-    d = as_dtype(dtype or "float32")._np
-    check_width(d, "Requested dtype")
-    return Tensor((jax.random.normal(_key(seed), _shape(shape), d) * stddev + mean).astype(d))
-
-
-def uniform(shape: Any, minval: float = 0.0, maxval: float = 1.0, dtype: Any = None, seed: Any = None) -> Tensor:
-    """Uniform draws in ``[minval, maxval)`` (``keras.random.uniform``)."""
-    d = as_dtype(dtype or "float32")._np
-    check_width(d, "Requested dtype")
-    return Tensor(jax.random.uniform(_key(seed), _shape(shape), d, minval, maxval))
+__all__ = sorted({*_names, "SeedGenerator"})

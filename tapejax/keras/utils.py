@@ -1,27 +1,25 @@
-"""``tf.keras.utils``: seeding.
+"""``tf.keras.utils``: Keras 3's utilities; ``set_random_seed`` also seeds tapejax.
 
 Example:
     >>> import tapejax as tf
     >>> tf.keras.utils.set_random_seed(0)
-    >>> a = tf.keras.layers.Dense(2)
-    >>> _ = a(tf.ones((1, 3)))
+    >>> tf.keras.utils.to_categorical([0, 2], 3).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
 """
 
 from __future__ import annotations
 
-import random as _py_random
-
-import numpy as np
-
 from .._ops.random import set_seed as _tf_set_seed
+from ._bridge import keras
 
-__all__ = ["set_random_seed"]
+_names = {k: getattr(keras.utils, k) for k in dir(keras.utils) if not k.startswith("_")}
+globals().update(_names)
 
 
 def set_random_seed(seed: int) -> None:
-    """Seed Python's ``random``, NumPy and tapejax (``tf.random.set_seed``) at once, as Keras does."""
-    if not isinstance(seed, int):
-        raise ValueError(f"Expected `seed` argument to be an integer. Received: seed={seed} (of type {type(seed)})")
-    _py_random.seed(seed)
-    np.random.seed(seed)
+    """Seed Python's ``random``, NumPy, Keras and tapejax (``tf.random.set_seed``) at once, as TF's Keras does."""
+    keras.utils.set_random_seed(seed)
     _tf_set_seed(seed)
+
+
+__all__ = sorted({*_names, "set_random_seed"})

@@ -22,8 +22,13 @@ def real_tf():
 
 # Known differences from TF 2.21 (compat_docs/differences.md), as node id -> reason. Each is
 # marked a strict xfail: it must still differ, so a fix shows up as a failure to move it out.
-# Empty: every case of tests/oracle/test_oracle_nested_exact.py agrees with TF.
-KNOWN_DIFFERENCES: dict = {}
+# Every case of tests/oracle/test_oracle_nested_exact.py agrees with TF.
+KNOWN_DIFFERENCES: dict = {
+    "tests/oracle/test_oracle_keras.py::test_loss_value_and_gradient_match_keras[scce_probs]":
+        "Keras's JAX backend differentiates sparse_categorical_crossentropy on probabilities through "
+        "clip(p / sum(p)); its TF backend through softmax(log(clip(p))): at a probability of exactly 0 the "
+        "other classes' gradients differ (0 vs 1), the value agrees",
+}
 
 
 def _mark_known_differences(items):

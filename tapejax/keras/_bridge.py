@@ -1,0 +1,335 @@
+"""Keras 3 on its JAX backend, with every Keras computation one op on the tape.
+
+Three pieces connect the two libraries:
+
+* ``load_keras`` imports Keras with ``KERAS_BACKEND=jax`` (one process holds one
+  Keras backend: a Keras already imported with another backend is an ImportError).
+* ``mirror(kv)``: the tapejax Variable of a Keras variable. Its storage *is* the
+  Keras variable's ``_value``, so an optimizer step, ``set_weights`` or
+  ``load_weights`` on either side is seen by the other; inside a Keras
+  ``StatelessScope`` a read gives the scope's value (a layer nested in an op).
+* ``stateful_call(fn, kvars, args, kwargs)``: ``fn`` (a Keras layer's
+  ``__call__``, a metric's ``update_state``, a loss) run as *one* recorded
+  primitive. The variables' values go in as data, Keras runs in a
+  ``StatelessScope`` mapping each variable to its value, and the values the
+  scope collected (BatchNormalization's moving statistics, a dropout seed, a
+  metric's totals) come out and are assigned back to the mirrors. A replay
+  (gradient, jacobian, compiled step) re-runs exactly that pure function.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._core._recorder import Primitive, Tensor, VariableBase, _next_id, bind, suspended
+from .._ops._tensor import TensorShape
+from .._tf._jnp_wrap import _DATA, _freeze, _is_data, _is_leaf, _thaw
+from .._tf._variable import Variable
+
+__all__ = ["tf_keras", "load_keras", "mirror", "kvar", "stateful_call", "jax_level", "is_tape_value"]
+
+
+def load_keras() -> Any:
+    """The ``keras`` module, running on its JAX backend."""
+    mod = sys.modules.get("keras")
+    if mod is None:
+        prev = os.environ.get("KERAS_BACKEND")
+        os.environ["KERAS_BACKEND"] = "jax"
+        try:
+            import keras as mod
+        finally:
+            # Keras read the variable at import; a subprocess the program starts
+            # (a real TF, say) keeps the user's setting.
+            if prev is None:
+                os.environ.pop("KERAS_BACKEND", None)
+            else:
+                os.environ["KERAS_BACKEND"] = prev
+    if "tensorflow" not in sys.modules:
+        # Keras asks whether TensorFlow is installed (importing it: seconds, and a
+        # TF runtime in the process) only to recognise TF objects a tapejax
+        # program does not have (tf.TensorShape, tf.data, gfile paths).
+        from keras.src.utils import module_utils
+
+        if module_utils.tensorflow._available is None:
+            module_utils.tensorflow._available = False
+    backend = mod.backend.backend()
+    if backend != "jax":
+        raise ImportError(
+            f"tapejax.keras runs Keras 3 on its JAX backend, but keras was already imported with the "
+            f"{backend!r} backend (one process holds one Keras backend). Import tapejax.keras first, or set "
+            "KERAS_BACKEND=jax before anything imports keras (TensorFlow's tf.keras imports it too)."
+        )
+    return mod
+
+
+keras = load_keras()
+
+# TensorFlow's ``tf.keras`` namespace (Keras 3 plus the legacy names TF keeps:
+# ``losses.Reduction``, ``losses.mse``...), without importing TensorFlow.
+from keras._tf_keras import keras as tf_keras  # noqa: E402
+
+from keras.src.backend.common.stateless_scope import (  # noqa: E402
+    StatelessScope,
+    get_stateless_scope,
+    in_stateless_scope,
+)
+
+from keras.src.backend.common.masking import get_keras_mask as _get_keras_mask  # noqa: E402
+from keras.src.backend.common.masking import set_keras_mask as _set_keras_mask  # noqa: E402
+
+_KerasVariable = keras.Variable
+
+
+class quiet_keras_array:
+    """Context: silence NumPy 2's warning about ``keras.Variable.__array__`` (no ``copy`` keyword).
+
+    Keras 3.15's saving converts its variables with ``np.array(variable)``;
+    NumPy 2 warns (a DeprecationWarning) because Keras's ``__array__`` lacks the
+    ``copy`` keyword. The conversion itself is right; the warning is Keras's.
+    """
+
+    def __enter__(self) -> None:
+        import warnings
+
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
+        warnings.filterwarnings("ignore", message="__array__ implementation doesn't accept a copy keyword",
+                                category=DeprecationWarning)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._cm.__exit__(*exc)
+
+
+# ---- variables ---------------------------------------------------------------------------
+
+
+class KerasVariable(Variable):
+    """A Keras variable seen as a ``tf.Variable``: the same storage, read and assigned on the tape.
+
+    ``model.trainable_variables`` returns these, so ``tape.gradient(loss,
+    model.trainable_variables)`` and the optimizers work on Keras layers as on
+    any ``tf.Variable``. ``.path`` and other Keras attributes are the Keras
+    variable's.
+
+    Example:
+        >>> import tapejax as tf
+        >>> layer = tf.keras.layers.Dense(2)
+        >>> layer.build((None, 3))
+        >>> k = layer.trainable_variables[0]
+        >>> k.name, k.shape, k.path.endswith("/kernel")
+        ('kernel', TensorShape([3, 2]), True)
+    """
+
+    __slots__ = ("_kv",)
+
+    def __init__(self, kv: Any):
+        self._kv = kv
+        # Not VariableBase.__init__: a view of an existing variable is no new state, so a
+        # compiled step that first sees it (a metric updated in a later trace) captures
+        # it like any variable made outside the step.
+        self._uid = _next_id()
+        self._name = kv.name
+        self._shape = TensorShape(tuple(kv.shape))
+        self._constraint = kv.constraint
+
+    # The storage is the Keras variable's: either side sees the other's assigns.
+    @property
+    def _v(self) -> Any:  # type: ignore[override]
+        return self._kv._value
+
+    @_v.setter
+    def _v(self, value: Any) -> None:
+        self._kv._value = value
+
+    @property
+    def _trainable(self) -> bool:  # type: ignore[override]
+        return bool(self._kv.trainable)
+
+    @_trainable.setter
+    def _trainable(self, value: bool) -> None:
+        pass
+
+    @property
+    def _value(self) -> Any:  # type: ignore[override]
+        # Inside an op's Keras call (a layer nested in a model) the scope holds the
+        # values being differentiated, not the stored ones.
+        if in_stateless_scope():
+            v = get_stateless_scope().get_current_value(self._kv)
+            if v is not None:
+                return v
+        return VariableBase._value.fget(self)
+
+    @_value.setter
+    def _value(self, value: Any) -> None:
+        if in_stateless_scope():
+            get_stateless_scope().add_update((self._kv, value))
+            return
+        VariableBase._value.fset(self, value)
+
+    @property
+    def path(self) -> str:
+        """The Keras path (``"dense/kernel"``)."""
+        return self._kv.path
+
+    @property
+    def keras_variable(self) -> Any:
+        """The underlying ``keras.Variable``."""
+        return self._kv
+
+    @property
+    def regularizer(self) -> Any:
+        return getattr(self._kv, "regularizer", None)
+
+    def __repr__(self) -> str:
+        return f"<KerasVariable path={self._kv.path}, shape={tuple(self._kv.shape)}, dtype={self._kv.dtype}, numpy=\n{np.asarray(self._value)!r}>"
+
+
+def mirror(v: Any) -> Any:
+    """The ``KerasVariable`` of a Keras variable (anything else is returned unchanged)."""
+    if not isinstance(v, _KerasVariable):
+        return v
+    m = v.__dict__.get("_tapejax_mirror")
+    if m is None:
+        m = KerasVariable(v)
+        v.__dict__["_tapejax_mirror"] = m
+    return m
+
+
+def mirrors(vs: Any) -> list:
+    out, seen = [], set()
+    for v in vs:
+        m = mirror(v)
+        if id(m) not in seen:
+            seen.add(id(m))
+            out.append(m)
+    return out
+
+
+def kvar(v: Any) -> Any:
+    """The Keras variable behind a ``KerasVariable`` (anything else unchanged)."""
+    return v._kv if isinstance(v, KerasVariable) else v
+
+
+# ---- one op per Keras call ---------------------------------------------------------------
+
+
+class _Ref:
+    """A static parameter compared by identity (a Keras variable, a layer's bound call)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Ref) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+def _unwrap(x: Any) -> Any:
+    if isinstance(x, Tensor | VariableBase):
+        return x._value
+    return x
+
+
+def _run(fn: _Ref, kvars: tuple, values: tuple, args: tuple, kwargs: dict) -> tuple:
+    # Pure in (values, args): Keras reads its variables from the scope and writes
+    # its updates into it; no tape sees the inside (a user layer nested here runs
+    # tapejax ops on traced values, which must not be recorded twice).
+    with suspended(), StatelessScope(state_mapping=[(r.obj, v) for r, v in zip(kvars, values)]) as scope:
+        out = fn.obj(*args, **kwargs)
+        out = jax.tree_util.tree_map(_unwrap, out, is_leaf=lambda x: isinstance(x, Tensor | VariableBase))
+    new = tuple(scope.get_current_value(r.obj) for r in kvars)
+    return out, new
+
+
+class _OutTree(threading.local):
+    tree: Any = None
+    masked: tuple = ()
+
+
+_out_tree = _OutTree()
+
+
+def _impl(*data: Any, fn: _Ref, kvars: tuple, treedef: Any, layout: tuple) -> tuple:
+    n = len(kvars)
+    values, rest = data[:n], iter(data[n:])
+    leaves = [next(rest) if s is _DATA else _thaw(s) for s in layout]
+    args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
+    out, new = _run(fn, kvars, values, args, kwargs)
+    out_leaves, out_tree = jax.tree_util.tree_flatten(out)
+    # Keras's masks (Embedding(mask_zero=True)...) ride along as extra boolean outputs:
+    # tapejax tensors carry them to the next layer, as TF's tensors carry _keras_mask.
+    masks = [_get_keras_mask(o) for o in out_leaves]
+    masked = tuple(i for i, m in enumerate(masks) if m is not None)
+    _out_tree.tree, _out_tree.masked = out_tree, masked
+    return tuple(jnp.asarray(o) for o in out_leaves) + tuple(new) + tuple(jnp.asarray(masks[i]) for i in masked)
+
+
+_PRIM = Primitive("keras", _impl, differentiable=True, multiple_results=True)
+
+
+def stateful_call(fn: Callable, variables: list, args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)`` as one recorded op over ``variables`` (Keras or mirror); state updates assigned back.
+
+    Recorded through ``bind``: tapes, accumulators and compiled steps see it as
+    any other op.
+    """
+    ms = [mirror(kvar(v)) for v in variables]
+    kvars = tuple(_Ref(m._kv) for m in ms)
+    leaves, treedef = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)), is_leaf=_is_leaf)
+    layout, data = [], []
+    for leaf in leaves:
+        if _is_data(leaf):
+            layout.append(_DATA)
+            data.append(leaf)
+        else:
+            layout.append(_freeze(leaf))
+    old = [m._value for m in ms]
+    outs = bind(_PRIM, *ms, *data, fn=_Ref(fn), kvars=kvars, treedef=treedef, layout=tuple(layout))
+    out_tree, masked = _out_tree.tree, _out_tree.masked
+    n_out = len(outs) - len(ms) - len(masked)
+    for m, o, t in zip(ms, old, outs[n_out:n_out + len(ms)]):
+        if t._value is not o:
+            m.assign(t)
+    results = list(outs[:n_out])
+    for i, mask in zip(masked, outs[n_out + len(ms):]):
+        _set_keras_mask(results[i], mask)
+    return jax.tree_util.tree_unflatten(out_tree, results)
+
+
+def is_tape_value(x: Any) -> bool:
+    return isinstance(x, Tensor | VariableBase)
+
+
+def to_tensors(tree: Any) -> Any:
+    """jax arrays (traced values inside an op) as tapejax Tensors, for code written with tapejax ops."""
+    return jax.tree_util.tree_map(lambda x: Tensor(x) if isinstance(x, jax.Array) else x, tree)
+
+
+def to_arrays(tree: Any) -> Any:
+    return jax.tree_util.tree_map(_unwrap, tree, is_leaf=is_tape_value)
+
+
+def jax_level(fn: Callable) -> Callable:
+    """``fn`` written with tapejax ops, callable by Keras on JAX arrays (unrecorded)."""
+    if getattr(fn, "_tapejax_jax_level", False):
+        return fn
+
+    def g(*args: Any, **kwargs: Any) -> Any:
+        with suspended():
+            return to_arrays(fn(*to_tensors(args), **to_tensors(kwargs)))
+
+    g.__name__ = getattr(fn, "__name__", "function")
+    g.__wrapped__ = fn  # type: ignore[attr-defined]
+    g._tapejax_jax_level = True  # type: ignore[attr-defined]
+    return g

@@ -1,0 +1,18 @@
+"""``tf.keras.constraints``: Keras 3's constraints; a direct call on tapejax values is one op.
+
+Example:
+    >>> import tapejax as tf
+    >>> tf.keras.constraints.NonNeg()(tf.constant([-1.0, 2.0])).numpy().tolist()
+    [0.0, 2.0]
+"""
+
+from __future__ import annotations
+
+from ._bridge import keras
+from ._objects import getter, LossMixin, generate
+
+_names = generate(keras.constraints, keras.constraints.Constraint, LossMixin, __name__)
+_names["get"] = getter(keras.constraints.get, {})
+globals().update(_names)
+
+__all__ = sorted(_names)
