@@ -10,7 +10,8 @@ against the layers drawn in ARCHITECTURE.md::
     engine  tapejax._engine.*                      record -> JAX
     ops     tapejax._ops.*                         the op library
     tf      tapejax._tf.* and the public modules   the TF-named layer
-    ext     tapejax.keras.*, tapejax.testing.*     built on the public surface
+    ext     tapejax.keras.*, tapejax.testing.*,    built on the public surface
+            tapejax.data.*
     entry   tapejax (``__init__``), tapejax.__main__
 
 A module may import its own layer or any layer below it; an import that
@@ -45,7 +46,8 @@ def layer_of(mod: str) -> str:
         return "entry"
     parts = mod.split(".")
     top = parts[1]
-    return {"_core": "core", "_engine": "engine", "_ops": "ops", "keras": "ext", "testing": "ext"}.get(top, "tf")
+    return {"_core": "core", "_engine": "engine", "_ops": "ops", "keras": "ext", "testing": "ext",
+            "data": "ext"}.get(top, "tf")
 
 
 def modules(root: Path) -> dict[str, Path]:

@@ -21,6 +21,7 @@ from ._tf import _surface
 from ._tf._surface import *  # noqa: F403  (explicit: every name in _surface.__all__, the tf.* surface)
 
 from . import keras  # noqa: E402  (last: tf.keras is written with the surface above)
+from . import data  # noqa: E402  (tf.data: an ext package like keras, built on the surface above)
 
-__all__ = [*_surface.__all__, "keras"]
+__all__ = [*_surface.__all__, "keras", "data"]
 __version__ = "0.1.0"

@@ -53,3 +53,9 @@ def test_gan_step_two_tapes():
     # The generator starts near 0 and learns the real mean (4); GAN training oscillates around it.
     assert abs(r["fake_mean"] - 4.0) < 1.5, r
     assert 1.0 < r["disc_loss"] < 1.8, r  # near 2 ln 2: the discriminator is being fooled half the time
+
+
+def test_input_pipeline_feeds_a_compiled_step():
+    r = load("input_pipeline").main(samples=512, epochs=20, verbose=False)
+    assert r["accuracy"] >= 0.95, r
+    assert r["steps"] == 20 * (512 // 64) and r["traces"] == 1
