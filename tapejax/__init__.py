@@ -22,6 +22,7 @@ from ._tf._surface import *  # noqa: F403  (explicit: every name in _surface.__a
 
 from . import keras  # noqa: E402  (last: tf.keras is written with the surface above)
 from . import data  # noqa: E402  (tf.data: an ext package like keras, built on the surface above)
+from . import distribute  # noqa: E402  (tf.distribute: an ext package, built on the surface above)
 
-__all__ = [*_surface.__all__, "keras", "data"]
+__all__ = [*_surface.__all__, "keras", "data", "distribute"]
 __version__ = "0.1.0"

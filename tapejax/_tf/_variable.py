@@ -12,6 +12,7 @@ from .._core._recorder import Tensor, VariableBase, _next_id, read_variable, tou
 from .._ops._dtypes import DType, as_dtype, from_np
 from .._ops._machinery import cast
 from .._ops._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor
+from ._distribute_ctx import host_value, place_variable
 
 __all__ = ["Variable"]
 
@@ -62,6 +63,8 @@ class Variable(VariableBase):
                 value = cast(Tensor(value), dtype)._value
         else:
             value = convert_to_tensor(initial_value, dtype=dtype)._value
+        # Under a tf.distribute strategy's scope the value is replicated over its devices.
+        value = place_variable(value)
         super().__init__(value, bool(trainable) if trainable is not None else True)
         self._name = (name or "Variable") + ":0" if name is None or ":" not in name else name
         if shape is not None:
@@ -91,7 +94,7 @@ class Variable(VariableBase):
                 "numpy() is only available when eager execution is enabled: inside a compiled tapejax.function "
                 "step the variable's value is symbolic. Return it from the step, or use tf.print."
             )
-        return np.asarray(v)
+        return np.asarray(host_value(v))
 
     @property
     def dtype(self) -> DType:
@@ -194,7 +197,7 @@ class Variable(VariableBase):
     experimental_ref = ref
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        a = np.asarray(self._value)
+        a = np.asarray(host_value(self._value))
         return a.astype(dtype) if dtype is not None else a
 
     def __jax_array__(self) -> Any:
