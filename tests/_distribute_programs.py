@@ -104,5 +104,109 @@ def main(mode: str, path: str) -> None:
     np.savez(path, **out)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and len(sys.argv) == 3:
     main(sys.argv[1], sys.argv[2])
+
+
+def features() -> None:
+    """Checks of the SPMD pieces on 8 host devices; raises AssertionError on a mismatch."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    import tapejax as tf
+
+    strategy = tf.distribute.MirroredStrategy()
+    n = strategy.num_replicas_in_sync
+    assert n == 8, n
+    with strategy.scope():
+        v = tf.Variable(np.ones(3, np.float32))
+        count = tf.Variable(0.0)
+    # Replicated over the ('batch',) mesh.
+    assert isinstance(v._v.sharding, NamedSharding) and v._v.sharding.spec == PartitionSpec(), v._v.sharding
+    assert len(v._v.sharding.device_set) == 8
+
+    # replica ids and all_reduce.
+    def ids():
+        ctx = tf.distribute.get_replica_context()
+        rid = ctx.replica_id_in_sync_group
+        total = ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(rid, tf.float32))
+        mean = ctx.all_reduce("MEAN", tf.cast(rid, tf.float32))
+        return rid, total, mean
+
+    rid, total, mean = strategy.run(ids)
+    assert [int(t) for t in strategy.experimental_local_results(rid)] == list(range(8))
+    assert all(float(t) == 28.0 for t in total.values), total
+    assert all(float(t) == 3.5 for t in mean.values), mean
+    assert int(strategy.reduce("SUM", rid, axis=None)) == 28
+
+    # The distributed batch: replica r sees rows [2r, 2r+2) of the global batch of 16.
+    x = np.arange(32, dtype=np.float32).reshape(16, 2)
+    batch = next(iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(x).batch(16))))
+    assert isinstance(batch, tf.distribute.PerReplica)
+    assert batch._tensor._value.sharding.spec == PartitionSpec("batch")
+    firsts = strategy.run(lambda b: b[0, 0], args=(batch,))
+    assert [float(t) for t in firsts.values] == [4.0 * r for r in range(8)]
+    # reduce with an axis: over the replicas and along the axis of each value.
+    assert float(strategy.reduce("SUM", batch, axis=0)[0]) == float(x[:, 0].sum())
+    np.testing.assert_allclose(strategy.reduce("MEAN", batch, axis=0).numpy(), x.mean(0))
+    np.testing.assert_allclose(strategy.reduce("SUM", batch, axis=None).numpy(), x.reshape(8, 2, 2).sum(0))
+    rows = strategy.run(lambda b: b[0], args=(batch,))
+    np.testing.assert_allclose(strategy.gather(rows, axis=0).numpy(), x[0::2].reshape(-1))
+    # A plain tensor cannot be summed over replicas (TF's ValueError); MEAN passes it through.
+    try:
+        strategy.reduce("SUM", tf.constant(1.0), axis=None)
+        raise AssertionError("expected ValueError")
+    except ValueError:
+        pass
+    assert float(strategy.reduce("MEAN", tf.constant(2.0), axis=None)) == 2.0
+
+    # Per-replica assign_add (a metric's update): the changes of all replicas add up.
+    @tf.function
+    def count_rows(b):
+        strategy.run(lambda bb: count.assign_add(tf.reduce_sum(bb[:, 0]) * 0.0 + tf.cast(tf.shape(bb)[0], tf.float32)), args=(b,))
+
+    count_rows(batch)
+    count_rows(batch)
+    assert float(count.numpy()) == 32.0, count.numpy()
+    assert count_rows.experimental_get_tracing_count() == 1
+
+    # distribute_datasets_from_function: one per-replica batch per replica, in order.
+    def dataset_fn(ctx):
+        assert ctx.num_replicas_in_sync == 8 and ctx.input_pipeline_id == 0
+        return tf.data.Dataset.from_tensor_slices(x).batch(ctx.get_per_replica_batch_size(16))
+
+    b2 = next(iter(strategy.distribute_datasets_from_function(dataset_fn)))
+    np.testing.assert_array_equal(np.concatenate([t.numpy() for t in b2.values]), x[:16])
+
+    # An uneven last batch is refused with a message that says what to do.
+    uneven = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(x[:12]).batch(12))
+    try:
+        next(iter(uneven))
+        raise AssertionError("expected InvalidArgumentError")
+    except tf.errors.InvalidArgumentError as e:
+        assert "drop_remainder=True" in str(e)
+
+    # Replicated variables stay replicated after a compiled step; compute_average_loss
+    # without global_batch_size uses per-replica batch * replicas.
+    @tf.function
+    def step(b):
+        def f(bb):
+            with tf.GradientTape() as t:
+                loss = tf.nn.compute_average_loss(tf.reduce_sum(bb * v[:2], axis=1))
+            g = t.gradient(loss, v)
+            v.assign_sub(g)
+            return loss
+        return strategy.reduce("SUM", strategy.run(f, args=(b,)), axis=None)
+
+    loss = step(batch)
+    np.testing.assert_allclose(float(loss), x.sum() / 16, rtol=1e-6)
+    np.testing.assert_allclose(v.numpy(), [1.0 - x[:, 0].sum() / 16, 1.0 - x[:, 1].sum() / 16, 1.0], rtol=1e-6)
+    assert v._v.sharding.spec == PartitionSpec()
+    # The whole step, strategy.run included, is one compiled program: its jaxpr holds the shard_map.
+    jaxpr = str(jax.make_jaxpr(lambda: step(batch))())
+    assert "shard_map" in jaxpr or "shmap" in jaxpr
+    print("features OK")
+
+
+if __name__ == "__main__" and len(sys.argv) == 2 and sys.argv[1] == "features":
+    features()
