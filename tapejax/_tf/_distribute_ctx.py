@@ -64,9 +64,9 @@ def place_variable(value: Any) -> Any:
 
 def host_value(value: Any) -> Any:
     """A replicated array spanning several processes as this process's copy (NumPy can read it)."""
-    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer) and not value.is_fully_addressable:
-        if value.sharding.is_fully_replicated:
-            return value.addressable_data(0)
+    if (isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer) and not value.is_fully_addressable
+            and value.sharding.is_fully_replicated):
+        return value.addressable_data(0)
     return value
 
 

@@ -36,7 +36,7 @@ class PerReplica:
         [2.0]
     """
 
-    __slots__ = ("_tensor", "_n", "_stacked")
+    __slots__ = ("_n", "_stacked", "_tensor")
 
     def __init__(self, tensor: Any, num_replicas: int, stacked: bool):
         self._tensor = tensor if isinstance(tensor, Tensor) else Tensor(tensor)
