@@ -201,3 +201,13 @@ def test_multi_worker_two_processes_match_one_process(tmp_path):
     assert_same_training(w0, one_device_reference())
     for k in ("a", "b", "c"):
         np.testing.assert_array_equal(w0[k], w1[k])
+
+
+@pytest.mark.parametrize("modname", ["tapejax.distribute", "tapejax.distribute._strategy", "tapejax.distribute._values",
+                                     "tapejax._tf._distribute_ctx"])
+def test_docstring_examples_run(modname):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(modname), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0
