@@ -98,7 +98,7 @@ def main(mode: str, path: str) -> None:
         import tapejax as tf
 
         n = int(mode.split("-")[1])
-        strategy = tf.distribute.MirroredStrategy() if n > 1 else tf.distribute.OneDeviceStrategy("/cpu:0")
+        strategy = tf.distribute.MirroredStrategy() if n > 1 else tf.distribute.OneDeviceStrategy(__import__("jax").devices()[0])
         assert strategy.num_replicas_in_sync == n, strategy
         out = loop(tf, strategy, tf.keras.optimizers, timing=os.environ.get("DIST_TIMING") == "1")
     np.savez(path, **out)
@@ -205,6 +205,24 @@ def features() -> None:
     # The whole step, strategy.run included, is one compiled program: its jaxpr holds the shard_map.
     jaxpr = str(jax.make_jaxpr(lambda: step(batch))())
     assert "shard_map" in jaxpr or "shmap" in jaxpr
+    # Optimizer slots created by the first apply_gradients (inside run, eagerly) are replicated too,
+    # and the update equals the one-device SGD-with-momentum step on the global batch.
+    with strategy.scope():
+        u = tf.Variable(np.ones(2, np.float32))
+        opt = tf.keras.optimizers.SGD(0.5, momentum=0.9)
+
+    def opt_step(bb):
+        with tf.GradientTape() as t:
+            loss = tf.nn.compute_average_loss(tf.reduce_sum(bb * u, axis=1))
+        opt.apply_gradients([(t.gradient(loss, u), u)])
+
+    strategy.run(opt_step, args=(batch,))
+    strategy.run(opt_step, args=(batch,))
+    g = x[:16].mean(0)
+    np.testing.assert_allclose(u.numpy(), 1.0 - 0.5 * g - (0.9 * 0.5 * g + 0.5 * g), rtol=1e-6)
+    assert len(opt.variables) > 1 and int(opt.iterations.numpy()) == 2
+    for sv in opt.variables:
+        assert sv._v.sharding.spec == PartitionSpec() and len(sv._v.sharding.device_set) == 8, sv._v.sharding
     print("features OK")
 
 
