@@ -37,6 +37,7 @@ def loop(tf, strategy, keras_optimizers, timing=False, build=False):
         b = tf.Variable(np.zeros(8, np.float32), name="b")
         c = tf.Variable(w1, name="c")
         opt = keras_optimizers.Adam(learning_rate=0.05)
+        accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
     params = [a, b, c]
     if build:  # Keras 3 on TF cannot create a mirrored optimizer's slots inside the tf.function step
         with strategy.scope():
@@ -53,6 +54,7 @@ def loop(tf, strategy, keras_optimizers, timing=False, build=False):
             loss += tf.nn.scale_regularization_loss(1e-3 * tf.reduce_sum(a * a))
         grads = tape.gradient(loss, params)
         opt.apply_gradients(zip(grads, params))
+        accuracy.update_state(yb, logits)
         return loss
 
     @tf.function
@@ -60,11 +62,13 @@ def loop(tf, strategy, keras_optimizers, timing=False, build=False):
         per_replica_losses = strategy.run(train_step, args=(inputs,))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)
 
-    losses = []
+    losses, accuracies = [], []
     for _ in range(EPOCHS):
         for inputs in dist:
             losses.append(float(distributed_train_step(inputs)))
-    out = {"losses": np.array(losses), "a": a.numpy(), "b": b.numpy(), "c": c.numpy(),
+        accuracies.append(float(accuracy.result()))
+        accuracy.reset_state()
+    out = {"losses": np.array(losses), "accuracy": np.array(accuracies), "a": a.numpy(), "b": b.numpy(), "c": c.numpy(),
            "iterations": int(opt.iterations.numpy()), "replicas": strategy.num_replicas_in_sync}
     if timing:
         batch = next(iter(dist))
@@ -120,7 +124,12 @@ def features() -> None:
     assert n == 8, n
     with strategy.scope():
         v = tf.Variable(np.ones(3, np.float32))
-        count = tf.Variable(0.0)
+        count = tf.Variable(0.0, aggregation=tf.VariableAggregation.SUM)
+        plain = tf.Variable(0.0)
+        avg = tf.Variable(0.0, aggregation="mean")
+        first = tf.Variable(0.0, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        on_read = tf.Variable(0.0, synchronization=tf.VariableSynchronization.ON_READ, aggregation=tf.VariableAggregation.SUM)
+    assert not on_read.trainable
     # Replicated over the ('batch',) mesh.
     assert isinstance(v._v.sharding, NamedSharding) and v._v.sharding.spec == PartitionSpec(), v._v.sharding
     assert len(v._v.sharding.device_set) == 8
@@ -169,6 +178,23 @@ def features() -> None:
     count_rows(batch)
     assert float(count.numpy()) == 32.0, count.numpy()
     assert count_rows.experimental_get_tracing_count() == 1
+
+    # Aggregations of replica writes: MEAN of the values, replica 0's value, sync-on-read SUM of the
+    # changes (even when every replica adds the same amount); no aggregation and different values: ValueError.
+    def writes():
+        r = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
+        avg.assign(r)
+        first.assign(r + 10.0)
+        on_read.assign_add(1.0)
+
+    strategy.run(writes)
+    assert (float(avg.numpy()), float(first.numpy()), float(on_read.numpy())) == (3.5, 10.0, 8.0)
+    try:
+        strategy.run(lambda: plain.assign(tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)))
+        raise AssertionError("expected ValueError")
+    except ValueError as e:
+        assert "aggregation" in str(e)
+    assert float(plain.numpy()) == 0.0
 
     # distribute_datasets_from_function: one per-replica batch per replica, in order.
     def dataset_fn(ctx):

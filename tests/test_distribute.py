@@ -51,7 +51,7 @@ def one_device_reference() -> dict:
 
 
 def assert_same_training(a: dict, b: dict) -> None:
-    for k in ("losses", "a", "b", "c"):
+    for k in ("losses", "a", "b", "c", "accuracy"):
         np.testing.assert_allclose(a[k], b[k], rtol=2e-5, atol=2e-6, err_msg=k)
     assert int(a["iterations"]) == int(b["iterations"]) == 12
 

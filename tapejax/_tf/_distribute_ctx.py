@@ -9,7 +9,9 @@ registered by ``tapejax.distribute`` at import (injection, not an upward import)
 
 from __future__ import annotations
 
+import enum
 import threading
+import weakref
 from typing import Any
 
 import jax
@@ -20,7 +22,72 @@ from .._ops._dtypes import from_np
 from .._ops._machinery import OPS, cast
 from .._ops._tensor import convert_to_tensor
 
-__all__ = ["compute_average_loss", "scale_regularization_loss"]
+__all__ = ["VariableAggregation", "VariableSynchronization", "compute_average_loss", "scale_regularization_loss"]
+
+
+class VariableAggregation(enum.Enum):
+    """How the replicas' updates of a variable combine inside ``strategy.run`` (``tf.VariableAggregation``).
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.VariableAggregation.SUM.value
+        1
+    """
+
+    NONE = 0
+    SUM = 1
+    MEAN = 2
+    ONLY_FIRST_REPLICA = 3
+
+
+class VariableSynchronization(enum.Enum):
+    """When a distributed variable is synchronized (``tf.VariableSynchronization``); ``ON_READ`` marks per-replica state.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.VariableSynchronization.ON_READ.value
+        3
+    """
+
+    AUTO = 0
+    NONE = 1
+    ON_WRITE = 2
+    ON_READ = 3
+
+
+def _enum(cls: type, x: Any, default: Any) -> Any:
+    if x is None:
+        return default
+    if isinstance(x, cls):
+        return x
+    if isinstance(x, str) and x.upper() in cls.__members__:
+        return cls[x.upper()]
+    if isinstance(x, enum.Enum) and x.name in cls.__members__:  # TF's own enum (same names)
+        return cls[x.name]
+    raise ValueError(f"Invalid {cls.__name__} {x!r}: use one of {[m.name for m in cls]} (or their lower-case names).")
+
+
+# Variables created with a synchronization or aggregation other than the default: uid -> (sync, agg),
+# dropped with the variable (variables are unhashable, as in TF).
+_policies: dict[int, tuple] = {}
+
+
+def note_variable(var: Any, synchronization: Any, aggregation: Any) -> None:
+    """Remember how ``strategy.run`` must combine the replicas' writes of ``var`` (bad values raise here)."""
+    sync = _enum(VariableSynchronization, synchronization, VariableSynchronization.AUTO)
+    agg = _enum(VariableAggregation, aggregation, VariableAggregation.NONE)
+    if sync is VariableSynchronization.ON_READ and getattr(var, "_trainable", False):
+        raise ValueError(
+            "Synchronization value can be set to VariableSynchronization.ON_READ only for non-trainable variables. "
+            "You have specified trainable=True and synchronization=VariableSynchronization.ON_READ."
+        )
+    if sync is not VariableSynchronization.AUTO or agg is not VariableAggregation.NONE:
+        _policies[var._uid] = (sync, agg)
+        weakref.finalize(var, _policies.pop, var._uid, None)
+
+
+def write_policy(var: Any) -> tuple:
+    return _policies.get(var._uid, (VariableSynchronization.AUTO, VariableAggregation.NONE))
 
 
 class _Stacks(threading.local):

@@ -42,6 +42,7 @@ from ._gradient_tape import GradientTape, UnconnectedGradients
 from ._namespace import populate as _populate
 from ._print import print_ as print  # noqa: A001  (TF's name)
 from ._variable import Variable
+from ._distribute_ctx import VariableAggregation, VariableSynchronization
 
 newaxis = None
 half = float16
@@ -58,7 +59,7 @@ __all__ = sorted(
         "TensorShape", "constant", "convert_to_tensor", "is_tensor",
         "custom_gradient", "recompute_grad", "stop_gradient",
         "Explanation", "NoneGradientCause", "NoneGradientWarning", "explain",
-        "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
+        "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable", "VariableAggregation", "VariableSynchronization",
         "newaxis", "half", "double",
         *_OPS,
     }

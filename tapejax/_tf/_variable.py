@@ -12,7 +12,7 @@ from .._core._recorder import Tensor, VariableBase, _next_id, read_variable, tou
 from .._ops._dtypes import DType, as_dtype, from_np
 from .._ops._machinery import cast
 from .._ops._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor
-from ._distribute_ctx import host_value, place_variable
+from ._distribute_ctx import host_value, note_variable, place_variable
 
 __all__ = ["Variable"]
 
@@ -40,7 +40,7 @@ class Variable(VariableBase):
     def __init__(
         self,
         initial_value: Any = None,
-        trainable: bool = True,
+        trainable: bool | None = None,
         validate_shape: bool = True,
         caching_device: Any = None,
         name: str | None = None,
@@ -65,7 +65,9 @@ class Variable(VariableBase):
             value = convert_to_tensor(initial_value, dtype=dtype)._value
         # Under a tf.distribute strategy's scope the value is replicated over its devices.
         value = place_variable(value)
-        super().__init__(value, bool(trainable) if trainable is not None else True)
+        if trainable is None:  # TF: trainable unless synchronized on read
+            trainable = str(getattr(synchronization, "name", synchronization)).upper() != "ON_READ"
+        super().__init__(value, bool(trainable))
         self._name = (name or "Variable") + ":0" if name is None or ":" not in name else name
         if shape is not None:
             s = TensorShape(shape)
@@ -75,6 +77,8 @@ class Variable(VariableBase):
         else:
             self._shape = TensorShape(value.shape) if validate_shape else None
         self._constraint = constraint
+        if synchronization is not None or aggregation is not None:
+            note_variable(self, synchronization, aggregation)
 
     # --- reading ---------------------------------------------------------------
 

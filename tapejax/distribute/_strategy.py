@@ -86,6 +86,32 @@ def _parse_device(d: Any) -> jax.Device:
     return devs[idx]
 
 
+def _combine(var: VariableBase, old: Any, new: Any) -> Any:
+    """The one value of a variable that every replica of the SPMD step wrote, as TF aggregates replica writes.
+
+    ``aggregation=SUM`` (and sync-on-read state such as Keras metrics, which TF sums on read): the old
+    value plus the sum of the replicas' changes; ``MEAN``: the mean of the replicas' values;
+    ``ONLY_FIRST_REPLICA``: replica 0's. With no aggregation the replicas must agree (the optimizer's
+    update of summed gradients does); a write that differs between replicas is TF's ValueError.
+    """
+    sync, agg = _ctx.write_policy(var)
+    if agg is _ctx.VariableAggregation.SUM:
+        return old + jax.lax.psum(new - old, _AXIS)
+    if agg is _ctx.VariableAggregation.MEAN:
+        return jax.lax.pmean(new, _AXIS) if jnp.issubdtype(new.dtype, jnp.inexact) else jax.lax.psum(new, _AXIS) // jax.lax.psum(1, _AXIS)
+    if agg is _ctx.VariableAggregation.ONLY_FIRST_REPLICA:
+        first = jax.lax.axis_index(_AXIS) == 0
+        return jax.lax.psum(jnp.where(first, new, jnp.zeros_like(new)), _AXIS)
+    if _varying(new):
+        raise ValueError(
+            f"You must specify an aggregation method to update a variable ('{getattr(var, 'name', '?')}') in replica "
+            "context: the replicas of strategy.run wrote different values to it. Pass aggregation= (e.g. "
+            "tf.VariableAggregation.SUM or MEAN) to tf.Variable(...), or update it from summed values "
+            "(get_replica_context().all_reduce)."
+        )
+    return new
+
+
 class _Entry:
     def __init__(self) -> None:
         self.variables: list[VariableBase] = []
@@ -381,14 +407,7 @@ class Strategy:
                 else:
                     static.append(("P", x))
             assigned = tuple(i for i, (a, b) in enumerate(zip(var_vals, new_vals)) if a is not b)
-            news = []
-            for i in assigned:
-                new, old = new_vals[i], var_vals[i]
-                if _varying(new):
-                    # Replicas assigned different values (a metric's per-replica update_state):
-                    # keep the sum of their changes, TF's SUM aggregation for sync-on-read state.
-                    new = old + jax.lax.psum(new - old, _AXIS) if jnp.issubdtype(new.dtype, jnp.number) else old
-                news.append(new)
+            news = [_combine(variables[i], var_vals[i], new_vals[i]) for i in assigned]
             entry.assigned = assigned
             entry.out_spec = (out_tree, static)
             return dyn, news

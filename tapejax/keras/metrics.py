@@ -45,7 +45,9 @@ class Metric:
 
     def add_variable(self, shape: Any = (), initializer: Any = "zeros", dtype: Any = None, name: str | None = None) -> Variable:
         d = jnp.dtype(dtype or self._dtype)
-        v = Variable(Tensor(jnp.zeros(tuple(shape), d)), trainable=False, name=name or "variable")
+        # Per-replica state summed on read, as Keras's metric variables (aggregation="sum", synchronization="on_read").
+        v = Variable(Tensor(jnp.zeros(tuple(shape), d)), trainable=False, name=name or "variable",
+                     synchronization="on_read", aggregation="sum")
         self._variables.append(v)
         return v
 
