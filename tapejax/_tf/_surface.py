@@ -59,7 +59,8 @@ __all__ = sorted(
         "TensorShape", "constant", "convert_to_tensor", "is_tensor",
         "custom_gradient", "recompute_grad", "stop_gradient",
         "Explanation", "NoneGradientCause", "NoneGradientWarning", "explain",
-        "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable", "VariableAggregation", "VariableSynchronization",
+        "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
+        "VariableAggregation", "VariableSynchronization",
         "newaxis", "half", "double",
         *_OPS,
     }

@@ -94,7 +94,7 @@ def _combine(var: VariableBase, old: Any, new: Any) -> Any:
     ``ONLY_FIRST_REPLICA``: replica 0's. With no aggregation the replicas must agree (the optimizer's
     update of summed gradients does); a write that differs between replicas is TF's ValueError.
     """
-    sync, agg = _ctx.write_policy(var)
+    _, agg = _ctx.write_policy(var)
     if agg is _ctx.VariableAggregation.SUM:
         return old + jax.lax.psum(new - old, _AXIS)
     if agg is _ctx.VariableAggregation.MEAN:
