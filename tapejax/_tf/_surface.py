@@ -36,13 +36,13 @@ from .._ops._dtypes import (
 )
 from .._ops._tensor import TensorShape, constant, convert_to_tensor, is_tensor
 from ._autodiff import custom_gradient, recompute_grad, stop_gradient
+from ._distribute_ctx import VariableAggregation, VariableSynchronization
 from ._explain import Explanation, NoneGradientCause, NoneGradientWarning, explain
 from ._function import Function, TensorSpec, function
 from ._gradient_tape import GradientTape, UnconnectedGradients
 from ._namespace import populate as _populate
 from ._print import print_ as print  # noqa: A001  (TF's name)
 from ._variable import Variable
-from ._distribute_ctx import VariableAggregation, VariableSynchronization
 
 newaxis = None
 half = float16
