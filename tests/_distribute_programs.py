@@ -126,7 +126,7 @@ def features() -> None:
         v = tf.Variable(np.ones(3, np.float32))
         count = tf.Variable(0.0, aggregation=tf.VariableAggregation.SUM)
         plain = tf.Variable(0.0)
-        avg = tf.Variable(0.0, aggregation="mean")
+        avg = tf.Variable(0.0, aggregation=tf.VariableAggregation.MEAN)
         first = tf.Variable(0.0, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         on_read = tf.Variable(0.0, synchronization=tf.VariableSynchronization.ON_READ, aggregation=tf.VariableAggregation.SUM)
     assert not on_read.trainable

@@ -60,11 +60,11 @@ def _enum(cls: type, x: Any, default: Any) -> Any:
         return default
     if isinstance(x, cls):
         return x
-    if isinstance(x, str) and x.upper() in cls.__members__:
-        return cls[x.upper()]
-    if isinstance(x, enum.Enum) and x.name in cls.__members__:  # TF's own enum (same names)
-        return cls[x.name]
-    raise ValueError(f"Invalid {cls.__name__} {x!r}: use one of {[m.name for m in cls]} (or their lower-case names).")
+    what = "aggregation" if cls is VariableAggregation else "synchronization"
+    raise ValueError(
+        f"Invalid variable {what} mode: {x} for variable: None. Pass a tf.{cls.__name__} member, e.g. "
+        f"tf.{cls.__name__}.{list(cls.__members__)[1]}."
+    )
 
 
 # Variables created with a synchronization or aggregation other than the default: uid -> (sync, agg),
@@ -76,11 +76,6 @@ def note_variable(var: Any, synchronization: Any, aggregation: Any) -> None:
     """Remember how ``strategy.run`` must combine the replicas' writes of ``var`` (bad values raise here)."""
     sync = _enum(VariableSynchronization, synchronization, VariableSynchronization.AUTO)
     agg = _enum(VariableAggregation, aggregation, VariableAggregation.NONE)
-    if sync is VariableSynchronization.ON_READ and getattr(var, "_trainable", False):
-        raise ValueError(
-            "Synchronization value can be set to VariableSynchronization.ON_READ only for non-trainable variables. "
-            "You have specified trainable=True and synchronization=VariableSynchronization.ON_READ."
-        )
     if sync is not VariableSynchronization.AUTO or agg is not VariableAggregation.NONE:
         _policies[var._uid] = (sync, agg)
         weakref.finalize(var, _policies.pop, var._uid, None)

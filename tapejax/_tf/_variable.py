@@ -66,7 +66,7 @@ class Variable(VariableBase):
         # Under a tf.distribute strategy's scope the value is replicated over its devices.
         value = place_variable(value)
         if trainable is None:  # TF: trainable unless synchronized on read
-            trainable = str(getattr(synchronization, "name", synchronization)).upper() != "ON_READ"
+            trainable = getattr(synchronization, "name", None) != "ON_READ"
         super().__init__(value, bool(trainable))
         self._name = (name or "Variable") + ":0" if name is None or ":" not in name else name
         if shape is not None:

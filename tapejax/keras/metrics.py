@@ -20,6 +20,7 @@ from typing import Any, Callable
 import jax.numpy as jnp
 
 from .._core._recorder import Tensor
+from .._tf._distribute_ctx import VariableAggregation, VariableSynchronization
 from .._tf._variable import Variable
 from . import _naming
 from ._nn import value as _value
@@ -47,7 +48,7 @@ class Metric:
         d = jnp.dtype(dtype or self._dtype)
         # Per-replica state summed on read, as Keras's metric variables (aggregation="sum", synchronization="on_read").
         v = Variable(Tensor(jnp.zeros(tuple(shape), d)), trainable=False, name=name or "variable",
-                     synchronization="on_read", aggregation="sum")
+                     synchronization=VariableSynchronization.ON_READ, aggregation=VariableAggregation.SUM)
         self._variables.append(v)
         return v
 
