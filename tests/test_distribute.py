@@ -192,12 +192,13 @@ def test_multi_worker_two_processes_match_one_process(tmp_path):
     for i in range(2):
         cfg = {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": i}}
         procs.append(subprocess.Popen([sys.executable, PROGRAMS, "worker", str(tmp_path / f"w{i}.npz")],
-                                      env=_env(1, TF_CONFIG=json.dumps(cfg)), stdout=subprocess.PIPE,
+                                      env=_env(2, TF_CONFIG=json.dumps(cfg)), stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-3000:] for o in outs)
     w0, w1 = (dict(np.load(tmp_path / f"w{i}.npz")) for i in range(2))
-    assert int(w0["process_count"]) == 2 and int(w0["replicas"]) == 2
+    # Two processes with two devices each: four replicas, two of them across the process boundary.
+    assert int(w0["process_count"]) == 2 and int(w0["replicas"]) == 4
     assert_same_training(w0, one_device_reference())
     for k in ("a", "b", "c"):
         np.testing.assert_array_equal(w0[k], w1[k])
