@@ -224,7 +224,13 @@ ROWS = [
     ("distribute.get_replica_context(): all_reduce, replica_id_in_sync_group, merge_call", "differs",
      "lax.psum / pmean / axis_index inside the SPMD program; merge_call runs on every replica",
      ["test_distribute.py::test_mirrored_spmd_features_on_8_devices", "test_distribute.py::test_one_replica_values"]),
+    ("Variable(synchronization, aggregation) / VariableAggregation / VariableSynchronization", "same",
+     "replica writes inside run: old + psum(change) (SUM, ON_READ), pmean (MEAN), replica 0 (ONLY_FIRST_REPLICA)",
+     ["test_distribute.py::test_mirrored_spmd_features_on_8_devices",
+      "oracle/test_oracle_distribute.py::test_variable_synchronization_and_aggregation_match_tensorflow",
+      "test_distribute.py::test_custom_training_loop_8_replicas_matches_one_device"]),
     ("nn.compute_average_loss / nn.scale_regularization_loss", "same", "sum / global batch size; / num_replicas_in_sync",
      ["test_distribute.py::test_compute_average_loss_analytic", "test_distribute.py::test_compute_average_loss_bad_input",
+      "oracle/test_oracle_distribute.py::test_loss_helpers_match_tensorflow",
       "test_distribute.py::test_scale_regularization_loss_divides_by_replicas"]),
 ]
