@@ -161,7 +161,7 @@ def test_bad_input():
 
 def test_multi_worker_without_tf_config_is_one_process():
     s = tf.distribute.MultiWorkerMirroredStrategy()
-    assert s.num_replicas_in_sync == 1 and s.cluster_resolver.task_id == 0
+    assert s.num_replicas_in_sync == 1 and s.cluster_resolver.task_id is None
 
 
 # --- 8 host devices / 2 processes, in subprocesses ---------------------------------------
@@ -205,6 +205,7 @@ def test_multi_worker_two_processes_match_one_process(tmp_path):
 
 
 @pytest.mark.parametrize("modname", ["tapejax.distribute", "tapejax.distribute._strategy", "tapejax.distribute._values",
+                                     "tapejax.distribute.experimental",
                                      "tapejax._tf._distribute_ctx"])
 def test_docstring_examples_run(modname):
     import doctest
@@ -212,3 +213,23 @@ def test_docstring_examples_run(modname):
 
     result = doctest.testmod(importlib.import_module(modname), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_tf_config_cluster_resolver_and_options(monkeypatch):
+    cfg = {"cluster": {"chief": ["h0:1"], "worker": ["h1:2", "h2:3"]}, "task": {"type": "worker", "index": 1},
+           "rpc_layer": "grpc"}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cfg))
+    r = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    assert (r.task_type, r.task_id) == ("worker", 1)
+    assert r.cluster_spec().as_dict() == cfg["cluster"] and r.cluster_spec().num_tasks("worker") == 2
+    assert r.master() == "grpc://h2:3"
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    with pytest.raises(ValueError, match="TF_CONFIG is not valid JSON"):
+        tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    monkeypatch.delenv("TF_CONFIG")
+    opts = tf.distribute.experimental.CommunicationOptions(
+        implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+    s = tf.distribute.experimental.MultiWorkerMirroredStrategy(communication_options=opts)
+    assert s.num_replicas_in_sync == 1 and isinstance(s.cluster_resolver, tf.distribute.cluster_resolver.TFConfigClusterResolver)
+    assert tf.distribute.DistributedValues is tf.distribute.PerReplica
+    tf.distribute.InputOptions(experimental_fetch_to_device=True)

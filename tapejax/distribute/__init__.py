@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+from . import cluster_resolver, experimental
 from ._strategy import (
     DistributedDataset,
     DistributedIterator,
@@ -35,8 +36,33 @@ from ._strategy import (
 )
 from ._values import InputContext, PerReplica, ReduceOp
 
+DistributedValues = PerReplica  # the only kind of distributed value tapejax makes
+
+
+class InputOptions:
+    """Options of ``experimental_distribute_dataset`` (``tf.distribute.InputOptions``); accepted, no effect."""
+
+    def __init__(self, **kwargs: object):
+        self.__dict__.update(kwargs)
+
 __all__ = [
-    "DistributedDataset", "DistributedIterator", "InputContext", "MirroredStrategy", "MultiWorkerMirroredStrategy",
-    "OneDeviceStrategy", "PerReplica", "ReduceOp", "ReplicaContext", "Strategy", "TPUStrategy",
-    "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context",
+    "DistributedDataset",
+    "DistributedIterator",
+    "DistributedValues",
+    "InputContext",
+    "InputOptions",
+    "MirroredStrategy",
+    "MultiWorkerMirroredStrategy",
+    "OneDeviceStrategy",
+    "PerReplica",
+    "ReduceOp",
+    "ReplicaContext",
+    "Strategy",
+    "TPUStrategy",
+    "cluster_resolver",
+    "experimental",
+    "get_replica_context",
+    "get_strategy",
+    "has_strategy",
+    "in_cross_replica_context",
 ]

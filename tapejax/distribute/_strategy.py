@@ -716,33 +716,85 @@ class MultiWorkerMirroredStrategy(Strategy):
     """
 
     def __init__(self, cluster_resolver: Any = None, communication_options: Any = None):
-        cfg = _tf_config()
-        cluster = cfg.get("cluster", {})
+        resolver = cluster_resolver if cluster_resolver is not None else TFConfigClusterResolver()
+        cluster = resolver.cluster_spec().as_dict()
         chief = list(cluster.get("chief", []))
         workers = list(cluster.get("worker", []))
         tasks = chief + workers
         if len(tasks) > 1:
-            task = cfg.get("task", {})
-            ttype, tindex = task.get("type"), int(task.get("index", 0))
+            ttype, tindex = resolver.task_type, int(resolver.task_id or 0)
             if ttype not in ("chief", "worker"):
                 raise ValueError(f"TF_CONFIG task type must be 'chief' or 'worker' for MultiWorkerMirroredStrategy; got {ttype!r}.")
             pid = tindex if ttype == "chief" else len(chief) + tindex
             if not jax.distributed.is_initialized():
                 jax.distributed.initialize(coordinator_address=tasks[0], num_processes=len(tasks), process_id=pid)
-            self._task_type, self._task_id = ttype, tindex
-        else:
-            self._task_type, self._task_id = ("worker" if workers else None), 0
+        self._resolver = resolver
         super().__init__(list(jax.devices()))
 
     @property
-    def cluster_resolver(self) -> Any:
-        return _ClusterResolver(self._task_type, self._task_id)
+    def cluster_resolver(self) -> TFConfigClusterResolver:
+        return self._resolver
 
 
-class _ClusterResolver:
-    def __init__(self, task_type: Any, task_id: int):
-        self.task_type = task_type
-        self.task_id = task_id
+class ClusterSpec:
+    """The cluster's jobs and task addresses (``tf.train.ClusterSpec``, as the resolver returns it)."""
+
+    def __init__(self, cluster: dict):
+        self._cluster = {k: list(v) for k, v in cluster.items()}
+
+    def as_dict(self) -> dict:
+        return {k: list(v) for k, v in self._cluster.items()}
+
+    def jobs(self) -> list:
+        return list(self._cluster)
+
+    def num_tasks(self, job_name: str) -> int:
+        return len(self._cluster.get(job_name, []))
+
+    def __bool__(self) -> bool:
+        return bool(self._cluster)
+
+
+class TFConfigClusterResolver:
+    """Reads the cluster and this task from ``TF_CONFIG`` (``tf.distribute.cluster_resolver.TFConfigClusterResolver``).
+
+    Example:
+        >>> import json, os, tapejax as tf
+        >>> os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}})
+        >>> r = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        >>> r.task_type, r.task_id, r.cluster_spec().num_tasks("worker")
+        ('worker', 1, 2)
+        >>> del os.environ["TF_CONFIG"]
+    """
+
+    def __init__(self, task_type: str | None = None, task_id: int | None = None, rpc_layer: str | None = None,
+                 environment: str | None = None):
+        cfg = _tf_config()
+        task = cfg.get("task", {})
+        self._cluster = cfg.get("cluster", {})
+        self.task_type = task_type if task_type is not None else task.get("type")
+        self.task_id = task_id if task_id is not None else (int(task["index"]) if "index" in task else None)
+        self.rpc_layer = rpc_layer if rpc_layer is not None else cfg.get("rpc_layer")
+        self.environment = environment if environment is not None else cfg.get("environment", "")
+
+    def cluster_spec(self) -> ClusterSpec:
+        return ClusterSpec(self._cluster)
+
+    def master(self, task_type: str | None = None, task_id: int | None = None, rpc_layer: str | None = None) -> str:
+        t = task_type if task_type is not None else self.task_type
+        i = task_id if task_id is not None else self.task_id
+        if t is None or i is None:
+            return ""
+        addr = self._cluster.get(t, [])[i]
+        layer = rpc_layer or self.rpc_layer
+        return f"{layer}://{addr}" if layer else addr
+
+    def num_accelerators(self, task_type: str | None = None, task_id: int | None = None, config_proto: Any = None) -> dict:
+        counts: dict = {}
+        for d in jax.local_devices():
+            if d.platform != "cpu":
+                counts[d.platform.upper()] = counts.get(d.platform.upper(), 0) + 1
+        return counts
 
 
 class TPUStrategy(MirroredStrategy):
