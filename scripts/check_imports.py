@@ -11,7 +11,7 @@ against the layers drawn in ARCHITECTURE.md::
     ops     tapejax._ops.*                         the op library
     tf      tapejax._tf.* and the public modules   the TF-named layer
     ext     tapejax.keras.*, tapejax.testing.*,    built on the public surface
-            tapejax.data.*
+            tapejax.data.*, tapejax.distribute.*
     entry   tapejax (``__init__``), tapejax.__main__
 
 A module may import its own layer or any layer below it; an import that
@@ -47,7 +47,7 @@ def layer_of(mod: str) -> str:
     parts = mod.split(".")
     top = parts[1]
     return {"_core": "core", "_engine": "engine", "_ops": "ops", "keras": "ext", "testing": "ext",
-            "data": "ext"}.get(top, "tf")
+            "data": "ext", "distribute": "ext"}.get(top, "tf")
 
 
 def modules(root: Path) -> dict[str, Path]:

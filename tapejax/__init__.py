@@ -21,8 +21,9 @@ from ._tf import _surface, _unsupported
 from ._tf._surface import *  # noqa: F403  (explicit: every name in _surface.__all__, the tf.* surface)
 
 from . import data  # noqa: E402  (tf.data: an ext package, built on the surface above)
+from . import distribute  # noqa: E402  (tf.distribute: an ext package, built on the surface above)
 
-__all__ = [*_surface.__all__, "keras", "data"]
+__all__ = [*_surface.__all__, "keras", "data", "distribute"]
 
 
 def __getattr__(name: str) -> object:

@@ -36,6 +36,7 @@ from .._ops._dtypes import (
 )
 from .._ops._tensor import TensorShape, constant, convert_to_tensor, is_tensor
 from ._autodiff import custom_gradient, recompute_grad, stop_gradient
+from ._distribute_ctx import VariableAggregation, VariableSynchronization
 from ._explain import Explanation, NoneGradientCause, NoneGradientWarning, explain
 from ._function import Function, TensorSpec, function
 from ._gradient_tape import GradientTape, UnconnectedGradients
@@ -75,6 +76,7 @@ __all__ = sorted(
         "custom_gradient", "recompute_grad", "stop_gradient",
         "Explanation", "NoneGradientCause", "NoneGradientWarning", "explain",
         "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
+        "VariableAggregation", "VariableSynchronization",
         "newaxis", "half", "double",
         # control flow
         "TensorArray", "case", "cond", "foldl", "foldr", "map_fn", "scan", "switch_case", "vectorized_map", "while_loop",

@@ -13,6 +13,7 @@ from .._ops._dtypes import DType, as_dtype, from_np
 from .._ops._machinery import cast
 from .._ops._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor
 from ._name_scope import current_scope
+from ._distribute_ctx import host_value, note_variable, place_variable
 
 __all__ = ["Variable"]
 
@@ -40,7 +41,7 @@ class Variable(VariableBase):
     def __init__(
         self,
         initial_value: Any = None,
-        trainable: bool = True,
+        trainable: bool | None = None,
         validate_shape: bool = True,
         caching_device: Any = None,
         name: str | None = None,
@@ -63,7 +64,11 @@ class Variable(VariableBase):
                 value = cast(Tensor(value), dtype)._value
         else:
             value = convert_to_tensor(initial_value, dtype=dtype)._value
-        super().__init__(value, bool(trainable) if trainable is not None else True)
+        # Under a tf.distribute strategy's scope the value is replicated over its devices.
+        value = place_variable(value)
+        if trainable is None:  # TF: trainable unless synchronized on read
+            trainable = getattr(synchronization, "name", None) != "ON_READ"
+        super().__init__(value, bool(trainable))
         # TF prefixes the active tf.name_scope (eagerly never uniquified: two 'w' are both 'w:0').
         base = name if name is not None and ":" in name else current_scope() + (name or "Variable") + ":0"
         self._name = base
@@ -75,6 +80,8 @@ class Variable(VariableBase):
         else:
             self._shape = TensorShape(value.shape) if validate_shape else None
         self._constraint = constraint
+        if synchronization is not None or aggregation is not None:
+            note_variable(self, synchronization, aggregation)
 
     # --- reading ---------------------------------------------------------------
 
@@ -94,7 +101,7 @@ class Variable(VariableBase):
                 "numpy() is only available when eager execution is enabled: inside a compiled tapejax.function "
                 "step the variable's value is symbolic. Return it from the step, or use tf.print."
             )
-        a = np.asarray(v)
+        a = np.asarray(host_value(v))
         # A scalar string variable gives bytes, as TF (numbers keep their 0-d array form here).
         return a[()] if a.dtype == object and a.ndim == 0 else a
 
@@ -199,7 +206,7 @@ class Variable(VariableBase):
     experimental_ref = ref
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        a = np.asarray(self._value)
+        a = np.asarray(host_value(self._value))
         return a.astype(dtype) if dtype is not None else a
 
     def __jax_array__(self) -> Any:
