@@ -30,6 +30,7 @@ import numpy as np
 
 from .._core._recorder import Primitive, Tensor, VariableBase, _next_id, bind, suspended
 from .._ops._tensor import TensorShape
+from .._tf._distribute_ctx import VariableAggregation, VariableSynchronization, note_variable
 from .._tf._jnp_wrap import _DATA, _freeze, _is_data, _is_leaf, _thaw
 from .._tf._variable import Variable
 
@@ -138,6 +139,11 @@ class KerasVariable(Variable):
         self._name = kv.name
         self._shape = TensorShape(tuple(kv.shape))
         self._constraint = kv.constraint
+        # Keras's own distribution policy (a metric's totals: aggregation "sum", on read), so
+        # that strategy.run combines the replicas' writes as TF's Keras does.
+        agg = str(getattr(kv, "aggregation", "none") or "none").upper()
+        sync = str(getattr(kv, "synchronization", "auto") or "auto").upper()
+        note_variable(self, VariableSynchronization.__members__.get(sync), VariableAggregation.__members__.get(agg))
 
     # The storage is the Keras variable's: either side sees the other's assigns.
     @property
