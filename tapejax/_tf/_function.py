@@ -1,30 +1,55 @@
-"""``tapejax.function``: a TF-style step (tape, gradient, variable updates) compiled into one
-XLA program with ``jax.jit``.
+"""``tapejax.function``: TF's ``tf.function`` — a Python step traced once per input
+signature into one XLA program, with TF's state semantics.
 
-Variables are captured the way ``tf.function`` captures them: the variables a
-trace reads become inputs of the compiled program and the ones it assigns
-become outputs, written back after each call. Discovery is by tracing: a trace
-that touches a variable it did not know about is redone with that variable as
-an input, and a trace that creates a variable (a lazy layer build, optimizer
-slots) is abandoned for one eager run of that first call, after which the step
-is traced with the new variables in place.
+State is handled the way ``tf.function`` handles resource variables:
+
+* The Python body runs only while tracing (``print`` and other Python side
+  effects happen then); the traced program runs on every call.
+* Every variable the trace reads or assigns becomes an input of the program the
+  moment it is first touched (a new argument of the JAX trace being built, so
+  the Python body never has to run twice to discover it), and every variable
+  it assigns is an output, written back after each call, in program order.
+* A trace that creates variables (a lazy layer build, optimizer slots) is TF's
+  first "initialisation" trace: the program computing only the initial values
+  is run once, then the function is traced again with the variables as inputs
+  (TF traces twice in this case, and counts two traces). Creating a variable in
+  any later trace raises TF's ``ValueError``.
+* Returned variables come back as their value after the call; returned Python
+  numbers and NumPy values come back as tensors.
+
+With ``autograph=True`` (the default, as in TF) the Python function is first
+rewritten by ``tapejax._tf._autograph`` so that ``if``/``while``/``for`` on
+tensors become ``tf.cond``/``tf.while_loop``.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import threading
+import traceback
+import warnings
 from typing import Any, Callable
 
 import jax
 import numpy as np
+from jax._src import core as _jcore
+from jax._src import source_info_util as _siu
+from jax._src.interpreters import partial_eval as _pe
 
+from .. import config as _config
+from .. import errors
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
 from .._ops._dtypes import as_dtype
-from .._ops._tensor import TensorShape
+from .._ops._tensor import TensorShape, convert_to_tensor
+from . import _autograph
 
-__all__ = ["function", "Function", "TensorSpec"]
+__all__ = ["function", "Function", "TensorSpec", "ConcreteFunction"]
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_JAX_DIR = os.path.dirname(os.path.abspath(jax.__file__))
 
 
 class TensorSpec:
@@ -46,49 +71,105 @@ class TensorSpec:
         self.name = name
 
     def is_compatible_with(self, value: Any) -> bool:
+        if isinstance(value, TensorSpec):
+            return self.shape.is_compatible_with(value.shape) and self.dtype == value.dtype
         v = value._value if isinstance(value, Tensor | VariableBase) else np.asarray(value)
         return self.shape.is_compatible_with(v.shape) and self.dtype._np == v.dtype
+
+    def __eq__(self, other: Any) -> bool:
+        return (isinstance(other, TensorSpec) and self.dtype == other.dtype
+                and _dims(self.shape) == _dims(other.shape))
+
+    def __hash__(self) -> int:
+        return hash((_dims(self.shape), self.dtype._np))
 
     def __repr__(self) -> str:
         return f"TensorSpec(shape={self.shape}, dtype={self.dtype!r}, name={self.name!r})"
 
 
-class _Retrace(Exception):
-    """A trace met variables it did not capture; redo it with them as inputs."""
+def _dims(shape: TensorShape) -> Any:
+    try:
+        return tuple(shape.as_list())
+    except ValueError:
+        return None
 
-    def __init__(self, variables: list):
-        super().__init__("retrace")
-        self.variables = variables
+
+# --- where the user's code is (messages point there, not at tapejax or jax) -------------------------
 
 
-class _VariableCreated(Exception):
-    """A trace created a variable: run this first call eagerly instead."""
+def _is_internal(filename: str) -> bool:
+    f = os.path.abspath(filename)
+    return f.startswith(_PKG_DIR) or f.startswith(_JAX_DIR) or f.startswith(os.path.dirname(os.__file__))
+
+
+def user_frame(tb: Any = None) -> traceback.FrameSummary | None:
+    """The innermost stack frame (of ``tb``, else of the current stack) in user code."""
+    frames = traceback.extract_tb(tb) if tb is not None else traceback.extract_stack()
+    for fr in reversed(frames):
+        if not _is_internal(fr.filename) and not fr.filename.startswith("<frozen"):
+            return fr
+    return None
+
+
+def _where(fr: traceback.FrameSummary | None) -> str:
+    if fr is None:
+        return ""
+    line = f"\n        {fr.line}" if fr.line else ""
+    return f'in user code:\n\n    File "{fr.filename}", line {fr.lineno}, in {fr.name}{line}\n\n    '
+
+
+_SINGLETON = (
+    "tf.function only supports singleton tf.Variables created on the first call. Make sure the tf.Variable is "
+    "only created once or created outside tf.function. See https://www.tensorflow.org/guide/function#"
+    "creating_tfvariables for more information."
+)
+
+
+# --- capturing variables while a trace runs ---------------------------------------------------------
 
 
 class _Capture:
-    """Pushed on ``_core.state.tracing`` while a step's Python runs; sees variable access."""
+    """Pushed on ``_core.state.tracing`` while a step's Python runs; sees variable access.
 
-    def __init__(self, known: set, trace: bool):
-        self.known = known
-        self.trace = trace
-        self.touched: dict[int, VariableBase] = {}
-        self.saved: dict[int, tuple] = {}
+    A variable touched for the first time becomes a new input of the JAX trace
+    being built (``trace.new_arg``): the program takes it as an argument, so the
+    Python body runs once however late the variable is discovered.
+    """
+
+    def __init__(self, allow_create: bool):
+        self.allow_create = allow_create
+        self.trace: Any = None
+        self.bound: dict[int, Any] = {}
+        self.inputs: list[VariableBase] = []
+        self.input_vals: list[Any] = []
+        self.new_vars: list[VariableBase] = []
+        self.created_init: list[Any] = []
+        self._seen: set[int] = set()
 
     def read(self, var: VariableBase) -> None:
-        if var._uid not in self.known and var._uid not in self.touched:
-            self.touched[var._uid] = var
+        uid = var._uid
+        if uid in self._seen:
+            return
+        self._seen.add(uid)
+        v = var._v
+        tracer = self.trace.new_arg(_jcore.typeof(v), _siu.current())
+        self.inputs.append(var)
+        self.input_vals.append(tracer)
+        self.bound[uid] = tracer
+        cur = _core.state.bound
+        if cur is not None and cur is not self.bound and uid not in cur:
+            # An inner replay (custom_gradient) bound its own copy: it sees the input too.
+            cur[uid] = tracer
 
-    def write(self, var: VariableBase) -> None:
-        self.read(var)
-        if var._uid not in self.known and var._uid not in self.saved:
-            self.saved[var._uid] = (var, var._v)
+    write = read
 
     def created(self, var: VariableBase) -> None:
-        if self.trace:
-            raise _VariableCreated()
-        # Eager first run: the new variable is state of this step from now on.
-        self.known.add(var._uid)
-        self.touched[var._uid] = var
+        if not self.allow_create:
+            raise ValueError(_where(user_frame()) + _SINGLETON)
+        self._seen.add(var._uid)
+        self.new_vars.append(var)
+        self.created_init.append(var._v)
+        self.bound[var._uid] = var._v
 
 
 def _is_leaf(x: Any) -> bool:
@@ -96,22 +177,42 @@ def _is_leaf(x: Any) -> bool:
 
 
 class _Entry:
-    """One trace key's compiled program and captured variables."""
+    """One trace key's traced program: captured variables, output structure, the compiled call."""
 
     def __init__(self) -> None:
         self.variables: list[VariableBase] = []
         self.jitted: Callable | None = None
         self.assigned: tuple = ()
         self.out_spec: Any = None
-        self.created_once = False
+        self.has_effects = False
+        self.in_spec: Any = None
+        self.concrete: ConcreteFunction | None = None
+
+
+_TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
+                  jax.errors.TracerArrayConversionError, jax.errors.TracerIntegerConversionError)
+
+
+def _graph_error(e: BaseException) -> errors.OperatorNotAllowedInGraphError:
+    what = {jax.errors.TracerBoolConversionError: "as a Python `bool`",
+            jax.errors.TracerIntegerConversionError: "as a Python `int` or index",
+            jax.errors.TracerArrayConversionError: "as a NumPy array"}.get(type(e), "as a Python value")
+    return errors.OperatorNotAllowedInGraphError(
+        _where(user_frame(e.__traceback__))
+        + f"Using a symbolic `tf.Tensor` {what} is not allowed: inside a tf.function its value is not known "
+        "while the function is traced. AutoGraph converts `if`/`while`/`for` on tensors in the decorated "
+        "function (and in functions it calls); write other uses with tf.cond / tf.where, or compute the "
+        "Python value outside the function."
+    )
 
 
 class Function:
-    """A callable made by ``tapejax.function``: compiles ``python_function`` per input signature.
+    """A callable made by ``tapejax.function``: traces ``python_function`` per input signature.
 
     Retracing follows TF: a new tensor shape or dtype, or a different Python
     value argument, traces again; a variable's value never does. Python side
-    effects run at trace time (``print``), ``tf.print`` runs every call.
+    effects run at trace time (``print``), ``tf.print`` and every variable
+    read and assign the trace saw run on every call.
 
     Example:
         >>> import tapejax as tf
@@ -127,38 +228,71 @@ class Function:
     """
 
     def __init__(self, python_function: Callable, input_signature: Any = None, jit_compile: Any = None,
-                 reduce_retracing: bool = False, name: str | None = None):
-        self.python_function = python_function
+                 reduce_retracing: bool = False, name: str | None = None, autograph: bool = True,
+                 _owner: Function | None = None):
+        self._python_function = python_function
         self.input_signature = None if input_signature is None else list(input_signature)
         self.jit_compile = jit_compile
         self.reduce_retracing = bool(reduce_retracing)
+        self.autograph = bool(autograph)
+        self._name = name or getattr(python_function, "__name__", "function")
         self._entries: dict[Any, _Entry] = {}
         self._lock = threading.RLock()
         self._trace_count = 0
-        self._bound_instance: Any = None
+        self._tf_keys: set = set()
+        self._converted: Callable | None = None
+        # Variables may be created only in the first trace of this Function (TF's rule).
+        self._traced_once = False
         functools.update_wrapper(self, python_function)
+
+    @property
+    def python_function(self) -> Callable:
+        """The Python function this Function wraps (TF's ``Function.python_function``)."""
+        return self._python_function
+
+    @property
+    def name(self) -> str:
+        return self._name
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         # Methods: bind like a function, keeping one Function (and cache) per instance.
         if instance is None:
             return self
-        cache = instance.__dict__.setdefault("_tapejax_functions", {})
+        try:
+            cache = instance.__dict__.setdefault("_tapejax_functions", {})
+        except AttributeError:
+            return functools.partial(self.__call__, instance)
         bound = cache.get(id(self))
         if bound is None:
-            bound = Function(functools.partial(self.python_function, instance), self.input_signature,
-                             self.jit_compile, self.reduce_retracing)
+            bound = Function(functools.partial(self._python_function, instance), self.input_signature,
+                             self.jit_compile, self.reduce_retracing, self._name, self.autograph)
+            bound._method_of = self._python_function  # for autograph's source lookup
             cache[id(self)] = bound
         return bound
 
     def experimental_get_tracing_count(self) -> int:
-        """How many times the Python function has been traced (TF's method of the same name)."""
+        """How many times TF would have traced the Python function (TF's method of the same name).
+
+        With an ``input_signature``, shapes that differ only in ``None`` dimensions are one
+        trace to TF; tapejax compiles (and runs the Python) once per concrete shape, but counts
+        them as one trace, as TF does.
+        """
         return self._trace_count
 
     @property
     def trace_count(self) -> int:
         return self._trace_count
 
-    # --- calling -------------------------------------------------------------------
+    # --- autograph ---------------------------------------------------------------------
+
+    def _traced_callable(self) -> Callable:
+        if not self.autograph:
+            return self._python_function
+        if self._converted is None:
+            self._converted = _autograph.convert_for_trace(self._python_function)
+        return self._converted
+
+    # --- calling -----------------------------------------------------------------------
 
     def _check_signature(self, args: tuple, kwargs: dict) -> None:
         sig = self.input_signature
@@ -166,8 +300,8 @@ class Function:
             return
         if kwargs or len(args) != len(sig):
             raise TypeError(
-                f"{getattr(self.python_function, '__name__', 'function')} has an input_signature of "
-                f"{len(sig)} positional tensors; got {len(args)} positional and {len(kwargs)} keyword arguments."
+                f"{self._name} has an input_signature of {len(sig)} positional tensors; got {len(args)} "
+                f"positional and {len(kwargs)} keyword arguments."
             )
         for i, (a, spec) in enumerate(zip(args, sig)):
             if not spec.is_compatible_with(a):
@@ -177,13 +311,7 @@ class Function:
                     f"{spec!r}. Pass a tensor of that dtype and a compatible shape."
                 )
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _core.state.tracing or _core.state.recording or _core.state.accumulators:
-            # Inside another step's trace, inline. Under an eager tape that records,
-            # run the Python so that tape sees every op (replays are still compiled).
-            return self.python_function(*args, **kwargs)
-        self._check_signature(args, kwargs)
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
+    def _key(self, leaves: list, treedef: Any) -> tuple:
         key_parts = []
         arrays = []
         for x in leaves:
@@ -193,18 +321,39 @@ class Function:
                 v = x._value if isinstance(x, Tensor) else x
                 key_parts.append(("T", tuple(v.shape), np.dtype(v.dtype)))
                 arrays.append(v)
+            elif isinstance(x, TensorSpec):
+                key_parts.append(("S", _dims(x.shape), x.dtype._np))
             else:
                 try:
                     hash(x)
                     key_parts.append(("P", type(x), x))
                 except TypeError:
                     key_parts.append(("O", id(x)))
-        key = (treedef, tuple(key_parts))
+        return (treedef, tuple(key_parts)), arrays
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _config.functions_run_eagerly():
+            return self._python_function(*args, **kwargs)
+        if _core.state.tracing:
+            # Inside another function's trace: inline (converted, as TF's autograph
+            # converts the functions a converted function calls).
+            return self._traced_callable()(*args, **kwargs)
+        if _core.state.recording or _core.state.accumulators:
+            # Under an eager tape that records, run the Python so that tape sees every op.
+            return self._python_function(*args, **kwargs)
+        self._check_signature(args, kwargs)
+        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
+        key, arrays = self._key(leaves, treedef)
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None:
+            if entry is None or entry.jitted is None:
                 entry = self._entries[key] = _Entry()
-        return self._run(entry, leaves, treedef, arrays)
+                self._trace(entry, key, leaves, treedef, arrays)
+        return self._run(entry, arrays)
+
+    def _tf_key(self, key: Any) -> Any:
+        # The key TF traces by: with an input_signature, one trace per signature.
+        return "signature" if self.input_signature is not None else key
 
     def _rebuild(self, leaves: list, treedef: Any, arrays: list) -> tuple:
         it = iter(arrays)
@@ -212,101 +361,128 @@ class Function:
         for x in leaves:
             if isinstance(x, Tensor | np.ndarray | jax.Array):
                 out.append(Tensor(next(it)))
+            elif isinstance(x, TensorSpec):
+                out.append(Tensor(next(it)))
             else:
                 out.append(x)
         args, kwargs = jax.tree_util.tree_unflatten(treedef, out)
         return args, kwargs
 
-    def _make_pure(self, entry: _Entry, leaves: list, treedef: Any) -> Callable:
-        variables = list(entry.variables)
+    def _trace_once(self, entry: _Entry, leaves: list, treedef: Any, avals: list, allow_create: bool) -> tuple:
+        cap = _Capture(allow_create)
+        fn = self._traced_callable()
+        side: dict[str, Any] = {}
 
-        def pure(var_vals: list, arrays: list) -> tuple:
-            cap = _Capture({v._uid for v in variables}, trace=True)
-            # The traced values are bound on this thread only (``state.bound``), never
-            # stored in the variables: another thread using them meanwhile sees real values.
+        def traced(arrays: list) -> tuple:
+            cap.trace = _jcore.trace_ctx.trace
             saved_bound = _core.state.bound
-            bound = _core.state.bound = {v._uid: val for v, val in zip(variables, var_vals)}
+            _core.state.bound = cap.bound
             _core.state.tracing.append(cap)
             try:
                 args, kwargs = self._rebuild(leaves, treedef, arrays)
-                out = self.python_function(*args, **kwargs)
-                new_vals = [bound[v._uid] for v in variables]
+                out = fn(*args, **kwargs)
+                out_leaves, out_tree = jax.tree_util.tree_flatten(out, is_leaf=_is_leaf)
+                dyn, static = [], []
+                for x in out_leaves:
+                    if isinstance(x, Tensor | VariableBase):
+                        # A variable returns its value after the call (its last assign).
+                        static.append(("T",))
+                        dyn.append(x._value)
+                    elif isinstance(x, jax.Array):
+                        static.append(("A",))
+                        dyn.append(x)
+                    elif isinstance(x, bool | int | float | complex | np.ndarray | np.generic):
+                        # TF returns Python numbers as tensors (int32 for an int, float32 for a float).
+                        static.append(("T",))
+                        dyn.append(convert_to_tensor(x)._value)
+                    else:
+                        static.append(("P", x))
+                finals = [cap.bound[v._uid] for v in cap.inputs]
+                created_finals = [cap.bound[v._uid] for v in cap.new_vars]
             finally:
                 _core.state.tracing.pop()
                 _core.state.bound = saved_bound
-                for v, o in cap.saved.values():
-                    v._v = o
-            if cap.touched:
-                raise _Retrace(list(cap.touched.values()))
-            out_leaves, out_tree = jax.tree_util.tree_flatten(out, is_leaf=_is_leaf)
-            dyn = []
-            static = []
-            for x in out_leaves:
-                if isinstance(x, Tensor | VariableBase):
-                    static.append(("T",))
-                    dyn.append(x._v if isinstance(x, VariableBase) else x._value)
-                elif isinstance(x, jax.Array):
-                    static.append(("A",))
-                    dyn.append(x)
-                else:
-                    static.append(("P", x))
-            assigned = tuple(i for i, (a, b) in enumerate(zip(var_vals, new_vals)) if a is not b)
-            entry.assigned = assigned
-            entry.out_spec = (out_tree, static)
-            # Counted once the trace completes: a trace redone to capture a newly seen
-            # variable is one trace to the user (its Python may still run twice).
+            side["out"] = (out_tree, static)
+            return dyn, finals, created_finals, list(cap.created_init)
+
+        try:
+            closed = jax.make_jaxpr(traced)(avals)
+        except _TRACER_ERRORS as e:
+            raise _graph_error(e) from None
+        return closed, cap, side["out"]
+
+    def _trace(self, entry: _Entry, key: Any, leaves: list, treedef: Any, arrays: list) -> None:
+        avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]
+        closed, cap, out_spec = self._trace_once(entry, leaves, treedef, avals, not self._traced_once)
+        self._traced_once = True
+        if cap.new_vars:
+            # TF's initialisation trace: run only what computes the new variables' initial
+            # values (no tf.print, no assigns), then trace again with them as inputs.
             self._trace_count += 1
-            return dyn, [new_vals[i] for i in assigned]
+            self._initialize(closed, cap, arrays)
+            closed, cap, out_spec = self._trace_once(entry, leaves, treedef, avals, False)
+        self._finish(entry, closed, cap, out_spec)
+        self._count_trace(key)
 
-        return jax.jit(pure)
+    def _initialize(self, closed: Any, cap: _Capture, arrays: list) -> None:
+        jaxpr = closed.jaxpr.replace(debug_info=closed.jaxpr.debug_info._replace(arg_names=None, result_paths=None))
+        jaxpr = _pe.convert_constvars_jaxpr(jaxpr)
+        # Drop top-level effects (tf.print) so that they do not run for the initial values.
+        eqns = [e for e in jaxpr.eqns if not e.effects]
+        jaxpr = jaxpr.replace(eqns=eqns, effects=_jcore.join_effects(*(e.effects for e in eqns)))
+        n_out = len(jaxpr.outvars)
+        n_init = len(cap.new_vars)
+        used = [False] * (n_out - n_init) + [True] * n_init
+        pruned, used_in = _pe.dce_jaxpr(jaxpr, used, instantiate=True)
+        ins = list(closed.consts) + list(arrays) + [v._v for v in cap.inputs]
+        ins = [x for x, u in zip(ins, used_in) if u]
+        vals = jax.jit(lambda xs: _jcore.eval_jaxpr(pruned, (), *xs))(ins)
+        for var, val in zip(cap.new_vars, vals):
+            var._v = val
 
-    def _run(self, entry: _Entry, leaves: list, treedef: Any, arrays: list) -> Any:
-        while True:
-            if entry.jitted is None:
-                entry.jitted = self._make_pure(entry, leaves, treedef)
-            try:
-                dyn, new = entry.jitted([v._v for v in entry.variables], arrays)
-                break
-            except _Retrace as r:
-                known = {v._uid for v in entry.variables}
-                entry.variables += [v for v in r.variables if v._uid not in known]
-                entry.jitted = None
-            except _VariableCreated:
-                entry.jitted = None
-                if entry.created_once:
-                    raise ValueError(
-                        "tapejax.function only supports variables created on the first call (like tf.function's "
-                        "singleton tf.Variables). Create the variable once, outside the function or on the first "
-                        "call only."
-                    ) from None
-                entry.created_once = True
-                return self._eager_first_call(entry, leaves, treedef, arrays)
-            except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
-                    jax.errors.TracerArrayConversionError, jax.errors.TracerIntegerConversionError) as e:
-                raise TypeError(
-                    "A tapejax.function used the value of a tensor in Python control flow (if/while/bool/float) "
-                    "while tracing. tapejax has no autograph: write the branch with tf.where / jnp.where, move "
-                    "the check outside the function, or call the function undecorated. Original error: "
-                    f"{e}"
-                ) from e
+    def _finish(self, entry: _Entry, closed: Any, cap: _Capture, out_spec: Any) -> None:
+        n_dyn = len(out_spec[1]) - sum(1 for s in out_spec[1] if s[0] == "P")
+        n_in = len(cap.inputs)
+        outvars = closed.jaxpr.outvars
+        invars = closed.jaxpr.invars
+        in_vars_of_vars = invars[len(invars) - n_in:]
+        finals = outvars[n_dyn:n_dyn + n_in]
+        assigned = tuple(i for i, (a, b) in enumerate(zip(in_vars_of_vars, finals)) if a is not b)
+        keep = list(range(n_dyn)) + [n_dyn + i for i in assigned]
+        fun = jax.extend.core.jaxpr_as_fun(closed)
+
+        def run(arrays: list, var_vals: list) -> tuple:
+            outs = fun(*arrays, *var_vals)
+            return [outs[k] for k in keep[:n_dyn]], [outs[k] for k in keep[n_dyn:]]
+
+        entry.variables = list(cap.inputs)
+        entry.assigned = assigned
+        entry.out_spec = out_spec
+        entry.has_effects = bool(closed.jaxpr.effects)
+        entry.jitted = jax.jit(run)
+        entry.closed = closed
+
+    def _count_trace(self, key: Any) -> None:
+        tf_key = self._tf_key(key)
+        if tf_key not in self._tf_keys:
+            self._tf_keys.add(tf_key)
+            self._trace_count += 1
+
+    def _run(self, entry: _Entry, arrays: list) -> Any:
+        dyn, new = entry.jitted(arrays, [v._v for v in entry.variables])
         for i, val in zip(entry.assigned, new):
             entry.variables[i]._value = val
+        if entry.has_effects:
+            # tf.print is synchronous in TF: its lines are out before the call returns.
+            jax.effects_barrier()
         out_tree, static = entry.out_spec
         it = iter(dyn)
         outs = [Tensor(next(it)) if s[0] == "T" else next(it) if s[0] == "A" else s[1] for s in static]
         return jax.tree_util.tree_unflatten(out_tree, outs)
 
-    def _eager_first_call(self, entry: _Entry, leaves: list, treedef: Any, arrays: list) -> Any:
-        cap = _Capture({v._uid for v in entry.variables}, trace=False)
-        _core.state.tracing.append(cap)
-        try:
-            args, kwargs = self._rebuild(leaves, treedef, arrays)
-            out = self.python_function(*args, **kwargs)
-        finally:
-            _core.state.tracing.pop()
-        known = {v._uid for v in entry.variables}
-        entry.variables += [v for v in cap.touched.values() if v._uid not in known]
-        return out
+
+class ConcreteFunction:
+    """One traced program of a ``Function`` (TF's ``ConcreteFunction``), from ``get_concrete_function``."""
 
 
 def function(func: Callable | None = None, input_signature: Any = None, autograph: bool = True,
@@ -315,9 +491,10 @@ def function(func: Callable | None = None, input_signature: Any = None, autograp
     """Compile a TF-style function (tape, gradients, variable updates) with ``jax.jit``.
 
     Used as ``@tapejax.function`` or ``@tapejax.function(input_signature=[...])``.
-    ``autograph`` is accepted and ignored (tapejax does not rewrite Python control
-    flow); ``jit_compile`` is accepted (XLA always compiles); ``reduce_retracing``
-    is accepted, but XLA still compiles once per concrete shape.
+    ``autograph=True`` (TF's default) converts ``if``/``while``/``for`` on tensors
+    into ``tf.cond``/``tf.while_loop``; ``jit_compile`` is accepted (XLA always
+    compiles); ``reduce_retracing`` is accepted, but XLA still compiles once per
+    concrete shape.
 
     Example:
         >>> import tapejax as tf
@@ -332,6 +509,7 @@ def function(func: Callable | None = None, input_signature: Any = None, autograp
     """
 
     def wrap(f: Callable) -> Function:
-        return Function(f, input_signature, jit_compile, reduce_retracing or bool(experimental_relax_shapes), name)
+        return Function(f, input_signature, jit_compile, reduce_retracing or bool(experimental_relax_shapes), name,
+                        autograph)
 
     return wrap if func is None else wrap(func)
