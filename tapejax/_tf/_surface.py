@@ -35,6 +35,8 @@ from .._ops._dtypes import (
     x64_enabled,
 )
 from .._ops._tensor import TensorShape, constant, convert_to_tensor, is_tensor
+# Control flow (tf.cond, tf.while_loop, ...): _tf/_control_flow.py.
+from ._control_flow import case, cond, switch_case, while_loop
 from ._autodiff import custom_gradient, recompute_grad, stop_gradient
 from ._explain import Explanation, NoneGradientCause, NoneGradientWarning, explain
 from ._function import Function, TensorSpec, function
@@ -60,6 +62,8 @@ __all__ = sorted(
         "Explanation", "NoneGradientCause", "NoneGradientWarning", "explain",
         "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
         "newaxis", "half", "double",
+        # control flow
+        "case", "cond", "switch_case", "while_loop",
         *_OPS,
     }
 )
