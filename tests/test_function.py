@@ -201,7 +201,6 @@ def test_exception_during_trace_leaves_state_clean():
 
 
 def test_python_control_flow_on_tensor_values_gives_clear_error():
-    @tf.function
     def f(x):
         return x * 2.0 if x > 0 else x
 
