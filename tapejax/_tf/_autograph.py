@@ -203,16 +203,12 @@ def if_stmt(cond: Any, body: Callable, orelse: Callable, get_state: Callable, se
     for k, (n, v) in enumerate(zip(names, init)):
         if not _undefined(v) or (n in body_defs and n in orelse_defs):
             carried.append(k)
-        elif n in live_out and not isinstance(v, UndefinedReturnValue):
-            branch = "else" if n in body_defs else "main"
-            if n in body_defs or n in orelse_defs:
-                raise ValueError(f"'{n}' must also be initialized in the {branch} branch")
-    # A return value set in one branch only: TF uses a placeholder of the other branch's
-    # type. The branch that sets it is traced first (tf.cond traces its false branch
-    # first), so that its type is known.
-    ret_only = [k for k in range(len(names)) if isinstance(init[k], UndefinedReturnValue) and k not in carried
-                and (names[k] in body_defs) != (names[k] in orelse_defs)]
-    swap = any(names[k] in body_defs for k in ret_only)
+        elif n in body_defs or n in orelse_defs:
+            other = "else" if n in body_defs else "main"
+            if isinstance(v, UndefinedReturnValue):
+                raise ValueError(f"the {other} branch must also have a return statement.")
+            if n in live_out:
+                raise ValueError(f"'{n}' must also be initialized in the {other} branch")
     seen: dict[int, Any] = {}
 
     def branch(fn: Callable, which: str) -> Callable:
@@ -221,41 +217,26 @@ def if_stmt(cond: Any, body: Callable, orelse: Callable, get_state: Callable, se
             fn()
             state = get_state()
             out = []
-            for k in carried + ret_only:
+            for k in carried:
                 v = state[k]
                 if _undefined(v):
-                    if k in ret_only and k in seen:
-                        v = _zeros(*seen[k])
-                    else:
-                        raise ValueError(f"'{names[k]}' must also be initialized in the {which} branch")
-                else:
-                    v = _as_loop_value(names[k], v) if not _is_tensor(v) else v
-                    if k in seen and seen[k][1] != v.dtype:
-                        main, other = (v.dtype, seen[k][1]) if which == "main" else (seen[k][1], v.dtype)
-                        raise TypeError(f"'{names[k]}' has dtype {main.name} in the main branch, but "
-                                        f"dtype {other.name} in the else branch")
-                    # Only the type: the value is the other branch's tracer.
-                    seen.setdefault(k, (tuple(v.shape), v.dtype))
+                    raise ValueError(f"'{names[k]}' must also be initialized in the {which} branch")
+                v = _as_loop_value(names[k], v) if not _is_tensor(v) else v
+                if k in seen and seen[k] != v.dtype:
+                    main, other = (v.dtype, seen[k]) if which == "main" else (seen[k], v.dtype)
+                    raise TypeError(f"'{names[k]}' has dtype {main.name} in the main branch, but "
+                                    f"dtype {other.name} in the else branch")
+                seen.setdefault(k, v.dtype)
                 out.append(v)
             return tuple(out)
 
         return run
 
-    t_fn, f_fn = branch(body, "main"), branch(orelse, "else")
-    if swap:
-        out = _cf.cond(not_(cond), f_fn, t_fn)
-    else:
-        out = _cf.cond(cond, t_fn, f_fn)
+    out = _cf.cond(cond, branch(body, "main"), branch(orelse, "else"))
     final = list(init)
-    for k, v in zip(carried + ret_only, out):
+    for k, v in zip(carried, out):
         final[k] = v
     set_state(tuple(final))
-
-
-def _zeros(shape: tuple, dtype: Any) -> Any:
-    from .._ops._machinery import EXPORTS
-
-    return EXPORTS["zeros"](shape, dtype)
 
 
 def while_stmt(test: Callable, body: Callable, get_state: Callable, set_state: Callable, names: tuple,
@@ -782,6 +763,7 @@ class _ReturnLowering:
 
     def run(self) -> None:
         fn = self.fn
+        fn.body = _cond_return_rewrite(fn.body)
         compound = (ast.If, ast.While, ast.For, ast.With, ast.Try)
         nested = any(isinstance(s, compound) and _has([s], (ast.Return,)) for s in fn.body)
         if not nested:
@@ -829,6 +811,41 @@ class _ReturnLowering:
                     pass
                 return out
         return out
+
+
+def _definitely_returns(stmts: list) -> bool:
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, ast.Return):
+        return True
+    if isinstance(last, ast.If):
+        return _definitely_returns(last.body) and _definitely_returns(last.orelse)
+    return False
+
+
+def _cond_return_rewrite(stmts: list) -> list:
+    """TF's ConditionalReturnRewriter: ``if c: return a`` followed by more statements puts
+    them in the ``else`` (so both branches return); inner blocks first."""
+    for s in stmts:
+        for attr in ("body", "orelse", "finalbody"):
+            if isinstance(s, ast.If | ast.While | ast.For | ast.With | ast.Try) and hasattr(s, attr):
+                setattr(s, attr, _cond_return_rewrite(getattr(s, attr)))
+        if isinstance(s, ast.Try):
+            for h in s.handlers:
+                h.body = _cond_return_rewrite(h.body)
+    out: list = []
+    for k, s in enumerate(stmts):
+        out.append(s)
+        rest = stmts[k + 1:]
+        if isinstance(s, ast.If) and rest:
+            if _definitely_returns(s.body):
+                s.orelse = s.orelse + rest
+                return out
+            if _definitely_returns(s.orelse):
+                s.body = s.body + rest
+                return out
+    return out
 
 
 class _FunctionScope:

@@ -15,9 +15,16 @@ __all__ = ["print_"]
 
 
 def _scalar_text(v: Any) -> str:
-    if isinstance(v, np.floating):
-        s = str(v)
-        return s[:-2] if s.endswith(".0") else s
+    if isinstance(v, np.floating) or type(v).__name__ == "bfloat16":
+        # TF's DoubleToBuffer/FloatToBuffer: the short form (15 / 6 digits) when it reads
+        # back to the same value, else 17 / 9 digits.
+        if isinstance(v, np.float64):
+            x = float(v)
+            t = "%.15g" % x
+            return t if float(t) == x else "%.17g" % x
+        f = np.float32(v)
+        t = "%.6g" % f
+        return t if np.float32(float(t)) == f else "%.9g" % f
     if isinstance(v, np.bool_):
         return "1" if v else "0"
     return str(v)
