@@ -345,12 +345,13 @@ def sum_even_with_continue(tf):
 
 
 @ag
-def while_tanh(tf):
+def while_tensor_condition(tf):
+    # The guide's loop uses tanh, whose last ulp differs between XLA and TF's kernel; halving is exact.
     @tf.function
     def f(x):
         while tf.reduce_sum(x) > 1:
             tf.print("@", x)
-            x = tf.tanh(x)
+            x = x / 2.0 + 0.01
         return x
 
     return [f(tf.constant([1.0, 2.0]))]
