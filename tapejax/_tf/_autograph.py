@@ -188,8 +188,13 @@ def _dtype_name(v: Any) -> str:
 
 
 def if_stmt(cond: Any, body: Callable, orelse: Callable, get_state: Callable, set_state: Callable,
-            names: tuple, body_defs: tuple, orelse_defs: tuple, live_out: tuple) -> None:
-    """``if cond: body() else: orelse()``; a tensor ``cond`` in a trace becomes ``tf.cond``."""
+            names: tuple, live_out: tuple) -> None:
+    """``if cond: body() else: orelse()``; a tensor ``cond`` in a trace becomes ``tf.cond``.
+
+    The outputs of the ``tf.cond`` are the ``names`` defined before the statement and, of
+    those first defined inside it, the ones used after it (and a pending return value):
+    those must be defined by both branches, with one dtype (TF's rules).
+    """
     if not _staged(cond):
         if _is_tensor(cond):
             cond = bool(cond)
@@ -199,42 +204,47 @@ def if_stmt(cond: Any, body: Callable, orelse: Callable, get_state: Callable, se
             orelse()
         return
     init = get_state()
-    carried: list[int] = []
-    for k, (n, v) in enumerate(zip(names, init)):
-        if not _undefined(v) or (n in body_defs and n in orelse_defs):
-            carried.append(k)
-        elif n in body_defs or n in orelse_defs:
-            other = "else" if n in body_defs else "main"
-            if isinstance(v, UndefinedReturnValue):
-                raise ValueError(f"the {other} branch must also have a return statement.")
-            if n in live_out:
-                raise ValueError(f"'{n}' must also be initialized in the {other} branch")
-    seen: dict[int, Any] = {}
+    fixed = [k for k, v in enumerate(init) if not _undefined(v)]
+    maybe = [k for k, v in enumerate(init)
+             if _undefined(v) and (names[k] in live_out or isinstance(v, UndefinedReturnValue))]
+    runs: dict[str, tuple] = {}
 
     def branch(fn: Callable, which: str) -> Callable:
         def run() -> tuple:
             set_state(init)
             fn()
             state = get_state()
+            defined = [k for k in maybe if not _undefined(state[k])]
+            dtypes = {}
             out = []
-            for k in carried:
+            for k in fixed + defined:
                 v = state[k]
                 if _undefined(v):
                     raise ValueError(f"'{names[k]}' must also be initialized in the {which} branch")
                 v = _as_loop_value(names[k], v) if not _is_tensor(v) else v
-                if k in seen and seen[k] != v.dtype:
-                    main, other = (v.dtype, seen[k]) if which == "main" else (seen[k], v.dtype)
-                    raise TypeError(f"'{names[k]}' has dtype {main.name} in the main branch, but "
-                                    f"dtype {other.name} in the else branch")
-                seen.setdefault(k, v.dtype)
+                dtypes[k] = v.dtype
                 out.append(v)
+            if runs:
+                (other, (o_defined, o_dtypes)), = runs.items()
+                for k in maybe:
+                    if (k in defined) != (k in o_defined):
+                        missing = which if k not in defined else other
+                        if isinstance(init[k], UndefinedReturnValue):
+                            raise ValueError(f"the {missing} branch must also have a return statement.")
+                        raise ValueError(f"'{names[k]}' must also be initialized in the {missing} branch")
+                for k, d in dtypes.items():
+                    if o_dtypes[k] != d:
+                        main, els = (d, o_dtypes[k]) if which == "main" else (o_dtypes[k], d)
+                        raise TypeError(f"'{names[k]}' has dtype {main.name} in the main branch, but "
+                                        f"dtype {els.name} in the else branch")
+            runs[which] = (defined, dtypes)
             return tuple(out)
 
         return run
 
     out = _cf.cond(cond, branch(body, "main"), branch(orelse, "else"))
     final = list(init)
-    for k, v in zip(carried, out):
+    for k, v in zip(fixed + runs["main"][0], out):
         final[k] = v
     set_state(tuple(final))
 
@@ -355,7 +365,7 @@ def for_stmt(iterable: Any, extra_test: Callable | None, body: Callable, get_sta
             t = extra_test()
             if _staged(t):
                 # The loop is already decided by Python; a tensor break flag guards the rest.
-                if_stmt(t, functools.partial(body, x), lambda: None, get_state, set_state, names, (), (), live_out)
+                if_stmt(t, functools.partial(body, x), lambda: None, get_state, set_state, names, live_out)
                 continue
             if not t:
                 break
@@ -662,34 +672,10 @@ def _loaded(nodes: list) -> list[str]:
     return v.loaded
 
 
-def _definitely_assigned(stmts: list) -> set[str]:
-    """Names every path through ``stmts`` assigns (for TF's both-branches rule)."""
-    out: set[str] = set()
-    for s in stmts:
-        if isinstance(s, ast.Assign | ast.AnnAssign | ast.AugAssign):
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-            out |= set(_stored(targets))
-        elif isinstance(s, ast.If):
-            out |= _definitely_assigned(s.body) & _definitely_assigned(s.orelse)
-        elif isinstance(s, ast.With):
-            out |= set(_stored([i.optional_vars for i in s.items if i.optional_vars is not None]))
-            out |= _definitely_assigned(s.body)
-        elif isinstance(s, ast.FunctionDef | ast.ClassDef):
-            out.add(s.name)
-        elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
-            # A converted nested statement: what its helpers define on all paths.
-            call = s.value
-            fn = call.func
-            if isinstance(fn, ast.Attribute) and fn.attr == "if_stmt" and len(call.args) >= 8:
-                b = call.args[6]
-                o = call.args[7]
-                if isinstance(b, ast.Tuple) and isinstance(o, ast.Tuple):
-                    out |= {e.value for e in b.elts} & {e.value for e in o.elts}
-    return out
-
-
 def _has(nodes: list, kinds: tuple, stop: tuple = ()) -> bool:
     for n in nodes:
+        if isinstance(n, stop):
+            continue
         for sub in _walk_scope(n, stop):
             if isinstance(sub, kinds):
                 return True
@@ -946,8 +932,6 @@ class _FunctionScope:
         original = [s]
         names = self._modified(original)
         live = self._live_out(s, names)
-        body_defs = sorted(_definitely_assigned(s.body) & set(names))
-        orelse_defs = sorted(_definitely_assigned(s.orelse) & set(names))
         body = self._block(s.body)
         orelse = self._block(s.orelse)
         out = [
@@ -957,7 +941,7 @@ class _FunctionScope:
         ]
         call = _call(_ag("if_stmt"), [s.test, _name(f"ag__if_body_{uid}"), _name(f"ag__else_body_{uid}"),
                                       _name(f"ag__get_state_{uid}"), _name(f"ag__set_state_{uid}"), _strs(names),
-                                      _strs(body_defs), _strs(orelse_defs), _strs(live)])
+                                      _strs(live)])
         out.append(ast.Expr(call))
         for n in out:
             ast.copy_location(n, s)
@@ -973,13 +957,16 @@ class _FunctionScope:
         pre: list = []
         body = s.body
         extra = None
+        # One flag per loop: a nested loop's break must not stop the loop around it.
         if has_cont:
-            body = _lower_jumps(body, "continue_", ast.Continue)
-            body = [_assign("continue_", ast.Constant(False))] + body
+            flag = f"continue_{uid}"
+            body = _lower_jumps(body, flag, ast.Continue)
+            body = [_assign(flag, ast.Constant(False))] + body
         if has_break:
-            body = _lower_jumps(body, "break_", ast.Break)
-            pre.append(_assign("break_", ast.Constant(False)))
-            extra = ast.UnaryOp(ast.Not(), _name("break_"))
+            flag = f"break_{uid}"
+            body = _lower_jumps(body, flag, ast.Break)
+            pre.append(_assign(flag, ast.Constant(False)))
+            extra = ast.UnaryOp(ast.Not(), _name(flag))
         return pre, extra, body
 
     def _while(self, s: ast.While) -> list:
