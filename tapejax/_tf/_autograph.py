@@ -472,6 +472,8 @@ def converted_call(f: Any, *args: Any, **kwargs: Any) -> Any:
             conv = _convert_cached(f)
             if conv is not None:
                 return conv(*args, **kwargs)
+        elif isinstance(f, types.FunctionType) and f.__name__ == "<lambda>" and not _internal_module(f):
+            _unconverted.add(f.__code__)
     return f(*args, **kwargs)
 
 
@@ -482,6 +484,18 @@ def converted_call(f: Any, *args: Any, **kwargs: Any) -> Any:
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _failed: set = set()
+# Code objects autograph ran unconverted (no source, lambdas): a tensor used as a Python
+# bool there makes tapejax.function fall back to eager execution (with a warning).
+_unconverted: weakref.WeakSet = weakref.WeakSet()
+
+
+def unconverted_in(tb: Any) -> bool:
+    """Whether a traceback passes through code autograph could not convert."""
+    while tb is not None:
+        if tb.tb_frame.f_code in _unconverted:
+            return True
+        tb = tb.tb_next
+    return False
 _counter = itertools.count()
 
 
@@ -494,6 +508,8 @@ def _convert_cached(fn: types.FunctionType) -> Callable | None:
         conv = _convert(fn)
     except (OSError, TypeError, SyntaxError, ConversionError) as e:
         key = getattr(fn, "__code__", fn)
+        if isinstance(key, types.CodeType):
+            _unconverted.add(key)
         if key not in _failed:
             _failed.add(key)
             # TF logs this (it is not an error: the function still runs, unconverted).
@@ -515,6 +531,7 @@ def convert_for_trace(fn: Callable) -> Callable:
     if not isinstance(fn, types.FunctionType) or getattr(fn, _DO_NOT_CONVERT, False) or _internal_module(fn):
         return fn
     if fn.__name__ == "<lambda>":
+        _unconverted.add(fn.__code__)
         return fn
     conv = _convert_cached(fn)
     return fn if conv is None else conv
@@ -865,7 +882,7 @@ class _FunctionScope:
         init = [_assign(n, _call(_ag("Undefined"), [ast.Constant(n)])) for n in local
                 if n not in ("do_return", "retval_")]
         _fix_super(fn)
-        fn.body = init + fn.body
+        fn.body = _located(init, fn) + fn.body
 
     # --- statements ---
 
@@ -943,12 +960,7 @@ class _FunctionScope:
                                       _name(f"ag__get_state_{uid}"), _name(f"ag__set_state_{uid}"), _strs(names),
                                       _strs(live)])
         out.append(ast.Expr(call))
-        for n in out:
-            ast.copy_location(n, s)
-            for sub in ast.walk(n):
-                if not hasattr(sub, "lineno"):
-                    ast.copy_location(sub, s)
-        return out
+        return _located(out, s)
 
     def _loop_flags(self, s: ast.While | ast.For, uid: int) -> tuple[list, ast.expr | None, list]:
         """Lower break/continue in the loop body (pass 2); returns (pre, extra_test, body)."""
@@ -1022,10 +1034,18 @@ class _FunctionScope:
 
 
 def _located(nodes: list, s: ast.stmt) -> list:
+    """Generated nodes get the statement's first line (only: CPython puts a method call on
+    its attribute's last line, and tracebacks must name the ``if``/``while``/``for`` line)."""
+    def place(n: ast.AST) -> None:
+        n.lineno, n.end_lineno = s.lineno, s.lineno
+        n.col_offset, n.end_col_offset = s.col_offset, s.col_offset + 1
+
     for n in nodes:
+        if not hasattr(n, "lineno") or isinstance(n, ast.FunctionDef | ast.Expr):
+            place(n)
         for sub in ast.walk(n):
             if not hasattr(sub, "lineno") or getattr(sub, "lineno", None) is None:
-                ast.copy_location(sub, s)
+                place(sub)
     return nodes
 
 

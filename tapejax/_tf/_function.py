@@ -187,16 +187,41 @@ class _Entry:
         self.has_effects = False
         self.in_spec: Any = None
         self.concrete: ConcreteFunction | None = None
+        self.eager = False
+        self.closed: Any = None
 
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
                   jax.errors.TracerArrayConversionError, jax.errors.TracerIntegerConversionError)
 
 
+_JAX_NOTE = "For simplicity, JAX has removed its internal frames"
+
+
+def _in_user_code(e: BaseException) -> None:
+    """As TF: an error raised while tracing says where in the user's code it happened
+    (and not JAX's note about its own frames)."""
+    notes = getattr(e, "__notes__", None)
+    if notes:
+        e.__notes__ = [n for n in notes if _JAX_NOTE not in n]
+        if not e.__notes__:
+            del e.__notes__
+    if type(e) in (ValueError, TypeError, NotImplementedError, errors.OperatorNotAllowedInGraphError) \
+            and len(e.args) == 1 and isinstance(e.args[0], str) and not e.args[0].startswith("in user code"):
+        where = _where(user_frame(e.__traceback__))
+        if where:
+            e.args = (where + e.args[0],)
+
+
 def _graph_error(e: BaseException) -> errors.OperatorNotAllowedInGraphError:
     what = {jax.errors.TracerBoolConversionError: "as a Python `bool`",
             jax.errors.TracerIntegerConversionError: "as a Python `int` or index",
             jax.errors.TracerArrayConversionError: "as a NumPy array"}.get(type(e), "as a Python value")
+    for fr in traceback.extract_tb(e.__traceback__):
+        if fr.name in ("_t_bool", "__bool__"):
+            what = "as a Python `bool`"
+        elif fr.name in ("_t_index", "__index__", "__int__", "<lambda>") and what == "as a NumPy array":
+            what = "as a Python `int` or `float`"
     return errors.OperatorNotAllowedInGraphError(
         _where(user_frame(e.__traceback__))
         + f"Using a symbolic `tf.Tensor` {what} is not allowed: inside a tf.function its value is not known "
@@ -243,6 +268,7 @@ class Function:
         self._converted: Callable | None = None
         # Variables may be created only in the first trace of this Function (TF's rule).
         self._traced_once = False
+        self._warned = False
         functools.update_wrapper(self, python_function)
 
     @property
@@ -322,7 +348,15 @@ class Function:
                 key_parts.append(("T", tuple(v.shape), np.dtype(v.dtype)))
                 arrays.append(v)
             elif isinstance(x, TensorSpec):
-                key_parts.append(("S", _dims(x.shape), x.dtype._np))
+                dims = _dims(x.shape)
+                if dims is None or any(d is None for d in dims):
+                    raise ValueError(
+                        f"{x!r} has unknown dimensions: XLA compiles for static shapes, so tapejax traces a "
+                        "concrete function for concrete shapes only. Pass a TensorSpec with every dimension known "
+                        "(or a tensor); calls with any shape compatible with the input_signature still work."
+                    )
+                key_parts.append(("T", tuple(dims), x.dtype._np))
+                arrays.append(jax.ShapeDtypeStruct(tuple(dims), x.dtype._np))
             else:
                 try:
                     hash(x)
@@ -342,14 +376,67 @@ class Function:
             # Under an eager tape that records, run the Python so that tape sees every op.
             return self._python_function(*args, **kwargs)
         self._check_signature(args, kwargs)
+        entry, arrays = self._entry_for(args, kwargs)
+        if entry.eager:
+            return self._python_function(*args, **kwargs)
+        return self._run(entry, arrays)
+
+    def _entry_for(self, args: tuple, kwargs: dict) -> tuple:
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
         key, arrays = self._key(leaves, treedef)
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None or entry.jitted is None:
+            if entry is None or (entry.jitted is None and not entry.eager):
                 entry = self._entries[key] = _Entry()
-                self._trace(entry, key, leaves, treedef, arrays)
-        return self._run(entry, arrays)
+                try:
+                    self._trace(entry, key, leaves, treedef, arrays)
+                except errors.OperatorNotAllowedInGraphError as e:
+                    # Only where autograph could not convert the code that failed (no source,
+                    # a lambda); elsewhere TF raises the same error.
+                    if (not self.autograph or any(isinstance(a, jax.ShapeDtypeStruct) for a in arrays)
+                            or not _autograph.unconverted_in(getattr(e, "_tapejax_tb", None))):
+                        raise
+                    self._fall_back(entry, e)
+        return entry, arrays
+
+    def _fall_back(self, entry: _Entry, e: Exception) -> None:
+        # Code autograph could not convert (no source, a construct it does not handle):
+        # this call signature runs eagerly, op by op, which gives TF's numbers.
+        entry.eager = True
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"tf.function {self._name!r} could not be traced into one program, so it runs eagerly (Python, op "
+                f"by op: same numbers, slower, and Python side effects run on every call). {e}",
+                _autograph.AutoGraphWarning, stacklevel=4)
+
+    def get_concrete_function(self, *args: Any, **kwargs: Any) -> ConcreteFunction:
+        """The traced program for these arguments (tensors or ``TensorSpec``s), TF's method.
+
+        With no arguments, the ``input_signature`` is used. The result is callable with
+        tensors of that signature and describes its inputs and outputs.
+
+        Example:
+            >>> import tapejax as tf
+            >>> @tf.function
+            ... def f(x):
+            ...     return {"y": x * 2.0}
+            >>> cf = f.get_concrete_function(tf.TensorSpec([3], tf.float32))
+            >>> cf.structured_outputs
+            {'y': TensorSpec(shape=(3,), dtype=tf.float32, name=None)}
+            >>> cf(tf.constant([1.0, 2.0, 3.0]))["y"].numpy().tolist()
+            [2.0, 4.0, 6.0]
+        """
+        if not args and not kwargs and self.input_signature is not None:
+            args = tuple(self.input_signature)
+        if self.input_signature is not None and not kwargs:
+            for a, spec in zip(args, self.input_signature):
+                if isinstance(a, TensorSpec) and not spec.is_compatible_with(a):
+                    raise TypeError(f"{a!r} is not compatible with the input_signature {spec!r}.")
+        entry, arrays = self._entry_for(args, kwargs)
+        if entry.concrete is None:
+            entry.concrete = ConcreteFunction(self, entry, args, kwargs)
+        return entry.concrete
 
     def _tf_key(self, key: Any) -> Any:
         # The key TF traces by: with an input_signature, one trace per signature.
@@ -408,7 +495,12 @@ class Function:
         try:
             closed = jax.make_jaxpr(traced)(avals)
         except _TRACER_ERRORS as e:
-            raise _graph_error(e) from None
+            err = _graph_error(e)
+            err._tapejax_tb = e.__traceback__
+            raise err from None
+        except Exception as e:
+            _in_user_code(e)
+            raise
         return closed, cap, side["out"]
 
     def _trace(self, entry: _Entry, key: Any, leaves: list, treedef: Any, arrays: list) -> None:
@@ -464,6 +556,11 @@ class Function:
 
     def _count_trace(self, key: Any) -> None:
         tf_key = self._tf_key(key)
+        if self.reduce_retracing and self.input_signature is None and self._tf_keys and key not in self._tf_keys:
+            # TF's reduce_retracing: after the first trace, a new shape is traced with every
+            # dimension unknown, which later shapes of the same rank reuse.
+            treedef, parts = key
+            tf_key = (treedef, tuple(("T", (None,) * len(p[1]), p[2]) if p[0] == "T" else p for p in parts))
         if tf_key not in self._tf_keys:
             self._tf_keys.add(tf_key)
             self._trace_count += 1
@@ -481,8 +578,97 @@ class Function:
         return jax.tree_util.tree_unflatten(out_tree, outs)
 
 
+def _spec_of(x: Any, name: str | None = None) -> Any:
+    if isinstance(x, TensorSpec):
+        return x if x.name is not None or name is None else TensorSpec(x.shape, x.dtype, name)
+    if isinstance(x, Tensor | VariableBase | np.ndarray | jax.Array | jax.ShapeDtypeStruct):
+        v = x._value if isinstance(x, Tensor | VariableBase) else x
+        return TensorSpec(tuple(v.shape), np.dtype(v.dtype), name)
+    return x
+
+
 class ConcreteFunction:
-    """One traced program of a ``Function`` (TF's ``ConcreteFunction``), from ``get_concrete_function``."""
+    """One traced program of a ``Function`` (TF's ``ConcreteFunction``), from ``get_concrete_function``.
+
+    Calling it runs the program (it accepts tensors of its input signature only).
+    ``structured_input_signature`` is ``(args, kwargs)`` with ``TensorSpec`` leaves;
+    ``structured_outputs`` is the output structure with ``TensorSpec`` leaves;
+    ``inputs``/``outputs`` are the flat lists.
+
+    Example:
+        >>> import tapejax as tf
+        >>> f = tf.function(lambda x: x + 1)
+        >>> cf = f.get_concrete_function(tf.constant([1, 2]))
+        >>> cf.inputs
+        [TensorSpec(shape=(2,), dtype=tf.int32, name='x')]
+    """
+
+    def __init__(self, function: Function, entry: _Entry, args: tuple, kwargs: dict):
+        self._function = function
+        self._entry = entry
+        params = _param_names(function._python_function, len(args))
+        self._args = tuple(_spec_of(a, params[i] if i < len(params) else None) for i, a in enumerate(args))
+        self._kwargs = {k: _spec_of(v, k) for k, v in kwargs.items()}
+        out_tree, static = entry.out_spec
+        avals = entry.closed.out_avals[:sum(1 for s in static if s[0] != "P")] if entry.closed is not None else []
+        it = iter(avals)
+        leaves = []
+        for s_ in static:
+            if s_[0] == "P":
+                leaves.append(s_[1])
+            else:
+                a = next(it)
+                leaves.append(TensorSpec(tuple(a.shape), np.dtype(a.dtype)))
+        self._outputs = jax.tree_util.tree_unflatten(out_tree, leaves)
+        self.name = function._name
+
+    @property
+    def structured_input_signature(self) -> tuple:
+        return self._args, self._kwargs
+
+    @property
+    def structured_outputs(self) -> Any:
+        return self._outputs
+
+    @property
+    def inputs(self) -> list:
+        return [x for x in jax.tree_util.tree_leaves((self._args, self._kwargs)) if isinstance(x, TensorSpec)]
+
+    @property
+    def outputs(self) -> list:
+        return [x for x in jax.tree_util.tree_leaves(self._outputs) if isinstance(x, TensorSpec)]
+
+    @property
+    def function_type(self) -> Any:
+        return self.structured_input_signature
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        flat_specs = jax.tree_util.tree_leaves((self._args, self._kwargs))
+        flat_args = jax.tree_util.tree_leaves((args, kwargs), is_leaf=_is_leaf)
+        if len(flat_args) != len(flat_specs):
+            raise TypeError(f"{self.name} takes {len(flat_specs)} arguments (its structured_input_signature is "
+                            f"{self.structured_input_signature}); got {len(flat_args)}.")
+        for k, (a, spec) in enumerate(zip(flat_args, flat_specs)):
+            if isinstance(spec, TensorSpec):
+                t = a if isinstance(a, Tensor | VariableBase) else convert_to_tensor(a, dtype=spec.dtype)
+                if t.dtype != spec.dtype:
+                    raise errors.InvalidArgumentError(
+                        f"cannot compute {self.name} as input #{k}(zero-based) was expected to be a "
+                        f"{spec.dtype.name} tensor but is a {t.dtype.name} tensor")
+        return self._function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"ConcreteFunction {self.name}{self.structured_input_signature} -> {self._outputs!r}"
+
+
+def _param_names(fn: Any, n: int) -> list:
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+    return params[:n]
 
 
 def function(func: Callable | None = None, input_signature: Any = None, autograph: bool = True,

@@ -616,3 +616,122 @@ def test_autograph_snippet_matches_tf(snippet, real_tf, capfd):
     want = outcome(snippet, real_tf, capfd)
     got = outcome(snippet, tapejax, capfd)
     assert got == want
+
+
+# --- concrete functions, signatures, flags ----------------------------------------------------
+
+API_CASES: list = []
+
+
+def api(fn):
+    API_CASES.append(fn)
+    return fn
+
+
+def _spec(s):
+    return (tuple(s.shape.as_list()), s.dtype.name, s.name)
+
+
+@api
+def concrete_function_signature_and_call(tf):
+    @tf.function
+    def g(x):
+        return {"y": x * 2.0}
+
+    cf = g.get_concrete_function(tf.TensorSpec([3], tf.float32))
+    args, kwargs = cf.structured_input_signature
+    out = [[_spec(a) for a in args], kwargs, sorted(cf.structured_outputs), g.experimental_get_tracing_count()]
+    out.append(cf(tf.constant([1.0, 2.0, 3.0]))["y"])
+    out.append(g.experimental_get_tracing_count())
+    try:
+        cf(tf.constant([1, 2, 3]))
+    except Exception as e:  # noqa: BLE001
+        out.append(type(e).__name__)
+    return out
+
+
+@api
+def concrete_function_from_tensor_names_params(tf):
+    h = tf.function(lambda x: x + 1)
+    cf = h.get_concrete_function(tf.constant([1, 2]))
+    args, _ = cf.structured_input_signature
+    return [[_spec(a) for a in args], cf(tf.constant([5, 6]))]
+
+
+@api
+def concrete_function_from_input_signature(tf):
+    @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+    def k(x):
+        return x * 3.0
+
+    cf = k.get_concrete_function()
+    return [[_spec(a) for a in cf.structured_input_signature[0]], cf(tf.constant([1.0, 2.0])),
+            k.experimental_get_tracing_count()]
+
+
+@api
+def reduce_retracing_counts(tf):
+    @tf.function(reduce_retracing=True)
+    def f(x):
+        return x * 2
+
+    for n in [1, 2, 3, 4]:
+        f(tf.ones([n]))
+    f(tf.ones([2, 2]))
+    f(tf.ones([3, 3]))
+    f(tf.ones([3, 4]))
+    return [f.experimental_get_tracing_count(), f(tf.ones([2, 5]))]
+
+
+@api
+def jit_compile_and_python_function(tf):
+    def body(x):
+        return x + 1
+
+    j = tf.function(body, jit_compile=True)
+    return [j(tf.constant(1.0)), j.python_function is body]
+
+
+@api
+def run_functions_eagerly(tf):
+    calls = []
+
+    @tf.function
+    def f(x):
+        calls.append(1)
+        return x.numpy() * 2
+
+    tf.config.run_functions_eagerly(True)
+    try:
+        r = [tf.config.functions_run_eagerly(), f(tf.constant(2.0)), f(tf.constant(3.0))]
+    finally:
+        tf.config.run_functions_eagerly(False)
+    return r + [len(calls), tf.config.functions_run_eagerly()]
+
+
+@pytest.mark.parametrize("snippet", API_CASES, ids=[c.__name__ for c in API_CASES])
+def test_function_api_matches_tf(snippet, real_tf, capfd):
+    want = outcome(snippet, real_tf, capfd)
+    got = outcome(snippet, tapejax, capfd)
+    assert got == want
+
+
+def test_unconvertible_code_falls_back_to_eager_with_one_warning(real_tf):
+    """A lambda with a tensor condition: TF's autograph converts it; tapejax's does not, so the
+    call runs eagerly (TF's numbers) with one AutoGraphWarning naming the cause."""
+
+    def run(tf):
+        absval = lambda x: x if x > 0 else -x  # noqa: E731
+
+        @tf.function
+        def f(x):
+            return absval(x) * 2.0
+
+        return [float(f(tf.constant(-3.0))), float(f(tf.constant(2.0))), float(f(tf.constant(-1.0)))]
+
+    want = run(real_tf)
+    with pytest.warns(tapejax.autograph.AutoGraphWarning, match="runs eagerly") as rec:
+        got = run(tapejax)
+    assert got == want
+    assert len(rec) == 1
+    assert "test_oracle_function.py" in str(rec[0].message)
