@@ -458,7 +458,7 @@ def _internal_module(fn: Any) -> bool:
 
 def _convertible(f: Any) -> bool:
     return (isinstance(f, types.FunctionType) and not getattr(f, _DO_NOT_CONVERT, False)
-            and f.__name__ != "<lambda>" and not _internal_module(f))
+            and not _internal_module(f))
 
 
 def converted_call(f: Any, *args: Any, **kwargs: Any) -> Any:
@@ -472,8 +472,6 @@ def converted_call(f: Any, *args: Any, **kwargs: Any) -> Any:
             conv = _convert_cached(f)
             if conv is not None:
                 return conv(*args, **kwargs)
-        elif isinstance(f, types.FunctionType) and f.__name__ == "<lambda>" and not _internal_module(f):
-            _unconverted.add(f.__code__)
     return f(*args, **kwargs)
 
 
@@ -530,9 +528,6 @@ def convert_for_trace(fn: Callable) -> Callable:
         return types.MethodType(inner, fn.__self__)
     if not isinstance(fn, types.FunctionType) or getattr(fn, _DO_NOT_CONVERT, False) or _internal_module(fn):
         return fn
-    if fn.__name__ == "<lambda>":
-        _unconverted.add(fn.__code__)
-        return fn
     conv = _convert_cached(fn)
     return fn if conv is None else conv
 
@@ -564,7 +559,31 @@ def to_graph(entity: Callable, recursive: bool = True, experimental_optional_fea
     return convert_for_trace(fn)
 
 
+def _lambda_tree(fn: types.FunctionType) -> ast.FunctionDef:
+    """A lambda as ``def``: found (uniquely, by its parameters) in the source lines around it."""
+    lines, start = inspect.getsourcelines(fn)
+    src = textwrap.dedent("".join(lines))
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        tree = ast.parse("(\n" + src.strip().rstrip(",").rstrip("\\") + "\n)")
+        start -= 1
+    params = list(fn.__code__.co_varnames[:fn.__code__.co_argcount])
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and [a.arg for a in n.args.args] == params]
+    if len(found) != 1:
+        raise ConversionError("the lambda could not be told apart from others on its line")
+    lam = found[0]
+    node = ast.FunctionDef(name="_converted_lambda", args=lam.args, body=[ast.Return(lam.body)], decorator_list=[],
+                           returns=None, type_params=[])
+    ast.copy_location(node, lam)
+    ast.copy_location(node.body[0], lam.body)
+    ast.increment_lineno(node, start - 1)
+    return node
+
+
 def _source_tree(fn: types.FunctionType) -> ast.FunctionDef:
+    if fn.__name__ == "<lambda>":
+        return _lambda_tree(fn)
     src = textwrap.dedent(inspect.getsource(fn))
     tree = ast.parse(src)
     node = tree.body[0]

@@ -715,23 +715,3 @@ def test_function_api_matches_tf(snippet, real_tf, capfd):
     got = outcome(snippet, tapejax, capfd)
     assert got == want
 
-
-def test_unconvertible_code_falls_back_to_eager_with_one_warning(real_tf):
-    """A lambda with a tensor condition: TF's autograph converts it; tapejax's does not, so the
-    call runs eagerly (TF's numbers) with one AutoGraphWarning naming the cause."""
-
-    def run(tf):
-        absval = lambda x: x if x > 0 else -x  # noqa: E731
-
-        @tf.function
-        def f(x):
-            return absval(x) * 2.0
-
-        return [float(f(tf.constant(-3.0))), float(f(tf.constant(2.0))), float(f(tf.constant(-1.0)))]
-
-    want = run(real_tf)
-    with pytest.warns(tapejax.autograph.AutoGraphWarning, match="runs eagerly") as rec:
-        got = run(tapejax)
-    assert got == want
-    assert len(rec) == 1
-    assert "test_oracle_function.py" in str(rec[0].message)
