@@ -269,6 +269,7 @@ class Function:
         # Variables may be created only in the first trace of this Function (TF's rule).
         self._traced_once = False
         self._warned = False
+        self._fast: dict = {}
         functools.update_wrapper(self, python_function)
 
     @property
@@ -375,10 +376,22 @@ class Function:
         if _core.state.recording or _core.state.accumulators:
             # Under an eager tape that records, run the Python so that tape sees every op.
             return self._python_function(*args, **kwargs)
+        if not kwargs and self.input_signature is None:
+            # Fast path: only tensors, positionally (a training step's usual call).
+            try:
+                fkey = tuple((a._value.shape, a._value.dtype) for a in args if type(a) is Tensor)
+            except AttributeError:
+                fkey = None
+            if fkey is not None and len(fkey) == len(args):
+                entry = self._fast.get(fkey)
+                if entry is not None and entry.jitted is not None:
+                    return self._run(entry, [a._value for a in args])
         self._check_signature(args, kwargs)
         entry, arrays = self._entry_for(args, kwargs)
         if entry.eager:
             return self._python_function(*args, **kwargs)
+        if not kwargs and self.input_signature is None and all(type(a) is Tensor for a in args):
+            self._fast[tuple((a._value.shape, a._value.dtype) for a in args)] = entry
         return self._run(entry, arrays)
 
     def _entry_for(self, args: tuple, kwargs: dict) -> tuple:
