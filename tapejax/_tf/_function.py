@@ -189,6 +189,8 @@ class _Entry:
         self.concrete: ConcreteFunction | None = None
         self.eager = False
         self.closed: Any = None
+        self.flat: Callable | None = None
+        self.flat_pure: Callable | None = None
 
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
@@ -374,8 +376,7 @@ class Function:
             # converts the functions a converted function calls).
             return self._traced_callable()(*args, **kwargs)
         if _core.state.recording or _core.state.accumulators:
-            # Under an eager tape that records, run the Python so that tape sees every op.
-            return self._python_function(*args, **kwargs)
+            return self._call_as_op(args, kwargs)
         if not kwargs and self.input_signature is None:
             # Fast path: only tensors, positionally (a training step's usual call).
             try:
@@ -393,6 +394,31 @@ class Function:
         if not kwargs and self.input_signature is None and all(type(a) is Tensor for a in args):
             self._fast[tuple((a._value.shape, a._value.dtype) for a in args)] = entry
         return self._run(entry, arrays)
+
+    def _call_as_op(self, args: tuple, kwargs: dict) -> Any:
+        """Under a recording tape (or accumulator): TF records the call as one op. The traced
+        program is bound as one primitive over the tensor arguments and the variables it
+        reads, so the tape differentiates through it (jax.vjp of the program) and the
+        Python body does not run again."""
+        self._check_signature(args, kwargs)
+        with _core.suspended():
+            entry, arrays = self._entry_for(args, kwargs)
+        if entry.eager:
+            return self._python_function(*args, **kwargs)
+        leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=_is_leaf)
+        data = [x for x in leaves if isinstance(x, Tensor | np.ndarray | jax.Array)]
+        outs = _core.bind(_CALL, *data, *entry.variables, entry=entry)
+        n_dyn = len(outs) - len(entry.assigned)
+        for i, t in zip(entry.assigned, outs[n_dyn:]):
+            var = entry.variables[i]
+            _core.touch_variable(var)
+            var._value = t._value
+        if entry.has_effects:
+            jax.effects_barrier()
+        out_tree, static = entry.out_spec
+        it = iter(outs[:n_dyn])
+        res = [next(it) if s[0] == "T" else next(it)._value if s[0] == "A" else s[1] for s in static]
+        return jax.tree_util.tree_unflatten(out_tree, res)
 
     def _entry_for(self, args: tuple, kwargs: dict) -> tuple:
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
@@ -567,6 +593,19 @@ class Function:
         entry.jitted = jax.jit(run)
         entry.closed = closed
 
+        def flat(*xs: Any) -> list:
+            outs = fun(*xs)
+            return [outs[k] for k in keep]
+
+        entry.flat = jax.jit(flat)
+        pure_fun = jax.extend.core.jaxpr_as_fun(_without_prints(closed))
+
+        def flat_pure(*xs: Any) -> list:
+            outs = pure_fun(*xs)
+            return [outs[k] for k in keep]
+
+        entry.flat_pure = flat_pure
+
     def _count_trace(self, key: Any) -> None:
         tf_key = self._tf_key(key)
         if self.reduce_retracing and self.input_signature is None and self._tf_keys and key not in self._tf_keys:
@@ -598,6 +637,41 @@ def _spec_of(x: Any, name: str | None = None) -> Any:
         v = x._value if isinstance(x, Tensor | VariableBase) else x
         return TensorSpec(tuple(v.shape), np.dtype(v.dtype), name)
     return x
+
+
+def _call_impl(*xs: Any, entry: _Entry) -> list:
+    if any(isinstance(x, jax.core.Tracer) for x in xs):
+        # A tape's replay (jax.vjp of the recorded call): tf.print ran with the call, not again.
+        return entry.flat_pure(*xs)
+    return entry.flat(*xs)
+
+
+def _without_prints(closed: Any) -> Any:
+    """The program without its tf.print callbacks (nested in cond/while bodies too)."""
+    def strip(j: Any) -> Any:
+        eqns = []
+        for e in j.eqns:
+            if e.primitive.name == "debug_callback":
+                continue
+            new = {k: _map_jaxprs(v, strip) for k, v in e.params.items()}
+            eqns.append(e.replace(params=new) if any(new[k] is not e.params[k] for k in new) else e)
+        return j.replace(eqns=eqns)
+
+    return closed.replace(jaxpr=strip(closed.jaxpr))
+
+
+def _map_jaxprs(v: Any, f: Callable) -> Any:
+    if isinstance(v, jax.extend.core.ClosedJaxpr):
+        return v.replace(jaxpr=f(v.jaxpr))
+    if isinstance(v, jax.extend.core.Jaxpr):
+        return f(v)
+    if isinstance(v, tuple) and any(isinstance(x, jax.extend.core.ClosedJaxpr | jax.extend.core.Jaxpr) for x in v):
+        return tuple(_map_jaxprs(x, f) for x in v)
+    return v
+
+
+# A traced Function called under a recording tape: one op (TF's PartitionedCall).
+_CALL = _core.Primitive("function_call", _call_impl, multiple_results=True)
 
 
 class ConcreteFunction:

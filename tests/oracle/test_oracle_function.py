@@ -291,6 +291,38 @@ def namedtuple_and_dict_outputs(tf):
     return [f(tf.constant(1.0))]
 
 
+@case
+def called_under_an_outer_tape_is_one_op(tf):
+    w = tf.Variable(2.0)
+
+    @tf.function
+    def f(x):
+        print("@trace")
+        tf.print("@run")
+        w.assign_add(1.0)
+        if x > 0:
+            y = tf.sin(x) * w
+        else:
+            y = x * x * w
+        return y
+
+    out = []
+    for v in (0.7, 0.7, -0.5):
+        x = tf.constant(v)
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(x)
+            y = f(x)
+        out += [y, t.gradient(y, x), t.gradient(y, w), w.numpy().item()]
+    with tf.GradientTape() as t2:
+        t2.watch(x)
+        with tf.GradientTape() as t1:
+            t1.watch(x)
+            y = f(x)
+        g = t1.gradient(y, x)
+    out += [g, t2.gradient(g, x), f.experimental_get_tracing_count()]
+    return out
+
+
 def _names():
     return [c.__name__ for c in CASES]
 
