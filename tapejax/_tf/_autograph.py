@@ -53,7 +53,6 @@ import os
 import sys
 import textwrap
 import types
-import warnings
 import weakref
 from typing import Any, Callable
 
@@ -444,16 +443,17 @@ def do_not_convert(func: Callable | None = None) -> Any:
 
 
 def _internal_module(fn: Any) -> bool:
-    mod = getattr(fn, "__module__", None) or ""
-    top = mod.split(".")[0]
-    if top in ("tapejax", "jax", "jaxlib", "numpy", "tensorflow", "keras", "optax", "builtins", "functools",
-               "collections", "abc", "typing", "math", "itertools", "operator", "copy", "pytest", "_pytest"):
-        return True
+    """Library code autograph leaves alone: tapejax, jax, numpy, the standard library, installed
+    packages. Judged by the code's file (a doctest of a tapejax module is user code)."""
     code = getattr(fn, "__code__", None)
     if code is not None:
-        f = os.path.abspath(code.co_filename)
+        f = code.co_filename
+        if f.startswith("<"):
+            return False
+        f = os.path.abspath(f)
         return f.startswith(_PKG_DIR) or f.startswith(_STDLIB_DIR) or "site-packages" in f
-    return False
+    mod = getattr(fn, "__module__", None) or ""
+    return mod.split(".")[0] in ("tapejax", "jax", "jaxlib", "numpy", "tensorflow", "keras", "optax", "builtins")
 
 
 def _convertible(f: Any) -> bool:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import threading
 import traceback
 import warnings

@@ -323,6 +323,40 @@ def called_under_an_outer_tape_is_one_op(tf):
     return out
 
 
+@case
+def leaked_tensor_numpy_raises_attribute_error(tf):
+    leak = []
+
+    @tf.function
+    def f(x):
+        y = x + 1
+        leak.append(y)
+        return y
+
+    f(tf.constant(1.0))
+    try:
+        leak[0].numpy()
+    except AttributeError:
+        return ["AttributeError"]
+    return ["no error"]
+
+
+@case
+def optimizer_built_inside_the_step_raises(tf):
+    w = tf.Variable([1.0, 2.0])
+
+    @tf.function
+    def step(x):
+        opt = tf.keras.optimizers.SGD(0.1)
+        with tf.GradientTape() as t:
+            loss = tf.reduce_sum(w * x)
+        opt.apply_gradients(zip([t.gradient(loss, w)], [w]))
+        return loss
+
+    step(tf.constant([1.0, 1.0]))
+    return ["no error"]
+
+
 def _names():
     return [c.__name__ for c in CASES]
 
