@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import types
 
-from ._tf._autograph import AutoGraphWarning, do_not_convert, to_code, to_graph
+from ._tf._autograph import AutoGraphWarning, do_not_convert, set_loop_options, to_code, to_graph
 
-experimental = types.SimpleNamespace(do_not_convert=do_not_convert)
+experimental = types.SimpleNamespace(do_not_convert=do_not_convert, set_loop_options=set_loop_options)
 
 __all__ = ["to_code", "to_graph", "experimental", "AutoGraphWarning"]

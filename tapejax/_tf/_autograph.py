@@ -248,8 +248,37 @@ def if_stmt(cond: Any, body: Callable, orelse: Callable, get_state: Callable, se
     set_state(tuple(final))
 
 
+def set_loop_options(parallel_iterations: Any = None, swap_memory: Any = None, maximum_iterations: Any = None,
+                     shape_invariants: Any = None) -> None:
+    """TF's ``tf.autograph.experimental.set_loop_options``: the first statement of a loop body.
+
+    Autograph hoists it into the loop: ``maximum_iterations`` bounds a tensor loop (and lets
+    a tape differentiate through it inside a ``tf.function``). ``shape_invariants`` cannot
+    relax shapes under XLA (a loop variable keeps its shape); the others are accepted.
+    Called anywhere else it does nothing, as in TF.
+
+    Example:
+        >>> import tapejax as tf
+        >>> @tf.function
+        ... def f(x):
+        ...     with tf.GradientTape() as t:
+        ...         t.watch(x)
+        ...         y = x
+        ...         while tf.reduce_sum(y) < 10.0:
+        ...             tf.autograph.experimental.set_loop_options(maximum_iterations=20)
+        ...             y = y * x
+        ...     return y, t.gradient(y, x)
+        >>> [float(v) for v in f(tf.constant(2.0))]
+        [16.0, 32.0]
+    """
+
+
+def loop_options(**kw: Any) -> dict:
+    return kw
+
+
 def while_stmt(test: Callable, body: Callable, get_state: Callable, set_state: Callable, names: tuple,
-               live_out: tuple, has_return: bool = False) -> None:
+               live_out: tuple, has_return: bool = False, opts: dict | None = None) -> None:
     """``while test(): body()``; a tensor condition in a trace becomes ``tf.while_loop``."""
     c = test()
     while not _staged(c):
@@ -259,7 +288,8 @@ def while_stmt(test: Callable, body: Callable, get_state: Callable, set_state: C
             return
         body()
         c = test()
-    _tensor_loop(lambda: test(), lambda: body(), get_state, set_state, names, live_out, has_return, None)
+    _tensor_loop(lambda: test(), lambda: body(), get_state, set_state, names, live_out, has_return,
+                 (opts or {}).get("maximum_iterations"))
 
 
 def _tensor_loop(test: Callable, body: Callable, get_state: Callable, set_state: Callable, names: tuple,
@@ -310,7 +340,7 @@ def _tensor_loop(test: Callable, body: Callable, get_state: Callable, set_state:
             if tuple(v.shape) != tuple(old.shape):
                 raise ValueError(
                     f"'{names[k]}' has shape {tuple(old.shape)} before the loop, but shape {tuple(v.shape)} after "
-                    "one iteration. Use tf.TensorShape(None) as shape invariant for this variable."
+                    "one iteration. Use tf.autograph.experimental.set_loop_options to set shape invariants."
                 )
             out.append(v)
         return tuple(new_extra or ()) + tuple(out)
@@ -350,14 +380,17 @@ def range_(func: Callable, *args: Any, **kwargs: Any) -> Any:
 
 
 def for_stmt(iterable: Any, extra_test: Callable | None, body: Callable, get_state: Callable,
-             set_state: Callable, names: tuple, live_out: tuple, has_return: bool = False) -> None:
+             set_state: Callable, names: tuple, live_out: tuple, has_return: bool = False,
+             opts: dict | None = None) -> None:
     """``for x in iterable: body(x)``: over a tensor (its first axis) or a tensor range in a trace,
     a ``tf.while_loop``; over anything else (a list, a Python range, a tf.data dataset), Python."""
+    bound = (opts or {}).get("maximum_iterations")
     if isinstance(iterable, _TensorRange) or (_staged(iterable) and not isinstance(iterable, VariableBase)):
-        _tensor_for(iterable, extra_test, body, get_state, set_state, names, live_out, has_return)
+        _tensor_for(iterable, extra_test, body, get_state, set_state, names, live_out, has_return, bound)
         return
     if isinstance(iterable, VariableBase) and _tracing():
-        _tensor_for(iterable.read_value(), extra_test, body, get_state, set_state, names, live_out, has_return)
+        _tensor_for(iterable.read_value(), extra_test, body, get_state, set_state, names, live_out, has_return,
+                    bound)
         return
     for x in iterable:
         if extra_test is not None:
@@ -372,7 +405,7 @@ def for_stmt(iterable: Any, extra_test: Callable | None, body: Callable, get_sta
 
 
 def _tensor_for(iterable: Any, extra_test: Callable | None, body: Callable, get_state: Callable,
-                set_state: Callable, names: tuple, live_out: tuple, has_return: bool) -> None:
+                set_state: Callable, names: tuple, live_out: tuple, has_return: bool, bound: Any = None) -> None:
     from .._ops._machinery import EXPORTS
 
     if isinstance(iterable, _TensorRange):
@@ -385,6 +418,8 @@ def _tensor_for(iterable: Any, extra_test: Callable | None, body: Callable, get_
         max_iter = None
         if not any(isinstance(v._value, __import__("jax").core.Tracer) for v in (start, limit, delta)):
             max_iter = max(0, int(np.ceil((float(limit) - float(start)) / float(delta))))
+        if bound is not None:
+            max_iter = bound
 
         def test(i: Any) -> Any:
             more = or_(lambda: and_(lambda: delta > 0, lambda: i < limit), lambda: and_(lambda: delta < 0, lambda: i > limit))
@@ -412,7 +447,8 @@ def _tensor_for(iterable: Any, extra_test: Callable | None, body: Callable, get_
         body(EXPORTS["gather"](x, i))
         return (i + 1,)
 
-    _tensor_loop(test, step, get_state, set_state, names, live_out, has_return, int(n), (convert_to_tensor(0),))
+    _tensor_loop(test, step, get_state, set_state, names, live_out, has_return,
+                 int(n) if bound is None else bound, (convert_to_tensor(0),))
 
 
 # --- calls ----------------------------------------------------------------------------------
@@ -981,6 +1017,22 @@ class _FunctionScope:
         out.append(ast.Expr(call))
         return _located(out, s)
 
+    @staticmethod
+    def _hoist_options(s: ast.While | ast.For) -> ast.expr:
+        """TF's rule: ``set_loop_options(...)`` calls in the loop body configure the loop."""
+        kws: list = []
+        body = []
+        for st in s.body:
+            c = st.value if isinstance(st, ast.Expr) else None
+            f = c.func if isinstance(c, ast.Call) else None
+            if (isinstance(f, ast.Attribute) and f.attr == "set_loop_options") or (
+                    isinstance(f, ast.Name) and f.id == "set_loop_options"):
+                kws += c.keywords
+            else:
+                body.append(st)
+        s.body = body or [ast.Pass()]
+        return _call(_ag("loop_options"), [], kws)
+
     def _loop_flags(self, s: ast.While | ast.For, uid: int) -> tuple[list, ast.expr | None, list]:
         """Lower break/continue in the loop body (pass 2); returns (pre, extra_test, body)."""
         has_break = _has(s.body, (ast.Break,), stop=(ast.While, ast.For))
@@ -1004,6 +1056,7 @@ class _FunctionScope:
         if s.orelse:
             raise ConversionError("while/else is not supported by autograph")
         uid = next(_counter)
+        opts = self._hoist_options(s)
         pre, extra, body = self._loop_flags(s, uid)
         s.body = body
         test = s.test if extra is None else ast.BoolOp(ast.And(), [extra, s.test])
@@ -1017,7 +1070,7 @@ class _FunctionScope:
             ast.Expr(_call(_ag("while_stmt"), [_name(f"ag__loop_test_{uid}"), _name(f"ag__loop_body_{uid}"),
                                                _name(f"ag__get_state_{uid}"), _name(f"ag__set_state_{uid}"),
                                                _strs(names), _strs(live),
-                                               ast.Constant(bool(getattr(s, "_ag_has_return", False)))])),
+                                               ast.Constant(bool(getattr(s, "_ag_has_return", False))), opts])),
         ]
         return _located(out, s)
 
@@ -1025,6 +1078,7 @@ class _FunctionScope:
         if s.orelse:
             raise ConversionError("for/else is not supported by autograph")
         uid = next(_counter)
+        opts = self._hoist_options(s)
         pre, extra, body = self._loop_flags(s, uid)
         names = self._modified([s] + pre + body)
         live = self._live_out(s, names)
@@ -1047,7 +1101,7 @@ class _FunctionScope:
             ast.Expr(_call(_ag("for_stmt"), [it, extra_fn, _name(f"ag__loop_body_{uid}"),
                                              _name(f"ag__get_state_{uid}"), _name(f"ag__set_state_{uid}"),
                                              _strs(names), _strs(live),
-                                             ast.Constant(bool(getattr(s, "_ag_has_return", False)))])),
+                                             ast.Constant(bool(getattr(s, "_ag_has_return", False))), opts])),
         ]
         return _located(out, s)
 

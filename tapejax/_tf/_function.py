@@ -164,7 +164,8 @@ class _Capture:
 
     def created(self, var: VariableBase) -> None:
         if not self.allow_create:
-            raise ValueError(_where(user_frame()) + _SINGLETON)
+            where = _where(user_frame())
+            raise ValueError(where + ("ValueError: " if where else "") + _SINGLETON)
         self._seen.add(var._uid)
         self.new_vars.append(var)
         self.created_init.append(var._v)
@@ -211,7 +212,7 @@ def _in_user_code(e: BaseException) -> None:
             and len(e.args) == 1 and isinstance(e.args[0], str) and not e.args[0].startswith("in user code"):
         where = _where(user_frame(e.__traceback__))
         if where:
-            e.args = (where + e.args[0],)
+            e.args = (where + f"{type(e).__name__}: " + e.args[0],)
 
 
 def _graph_error(e: BaseException) -> errors.OperatorNotAllowedInGraphError:
@@ -223,8 +224,9 @@ def _graph_error(e: BaseException) -> errors.OperatorNotAllowedInGraphError:
             what = "as a Python `bool`"
         elif fr.name in ("_t_index", "__index__", "__int__", "<lambda>") and what == "as a NumPy array":
             what = "as a Python `int` or `float`"
+    where = _where(user_frame(e.__traceback__))
     return errors.OperatorNotAllowedInGraphError(
-        _where(user_frame(e.__traceback__))
+        where + ("OperatorNotAllowedInGraphError: " if where else "")
         + f"Using a symbolic `tf.Tensor` {what} is not allowed: inside a tf.function its value is not known "
         "while the function is traced. AutoGraph converts `if`/`while`/`for` on tensors in the decorated "
         "function (and in functions it calls); write other uses with tf.cond / tf.where, or compute the "

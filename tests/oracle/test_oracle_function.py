@@ -677,6 +677,36 @@ def method_with_tensor_if_and_attribute_state(tf):
     return [c.step(tf.constant(2.0)), c.step(tf.constant(-2.0)), c.step(tf.constant(3.0)), c.v]
 
 
+@ag
+def gradient_through_while_bounded_by_set_loop_options(tf):
+    @tf.function
+    def f(x):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = x
+            while tf.reduce_sum(y) < 10.0:
+                tf.autograph.experimental.set_loop_options(maximum_iterations=20)
+                y = y * x
+        return y, t.gradient(y, x)
+
+    return [f(tf.constant(2.0)), f(tf.constant(1.5))]
+
+
+@ag
+def loop_variable_changes_shape(tf):
+    @tf.function
+    def f(x):
+        for i in tf.range(3):
+            x = tf.concat([x, x], 0)
+        return x
+
+    try:
+        f(tf.constant([1.0]))
+    except ValueError as e:
+        return [str(e).splitlines()[-1].strip()]
+    return ["no error"]
+
+
 @pytest.mark.parametrize("snippet", AG_CASES, ids=[c.__name__ for c in AG_CASES])
 def test_autograph_snippet_matches_tf(snippet, real_tf, capfd):
     want = outcome(snippet, real_tf, capfd)
