@@ -484,10 +484,12 @@ def _internal_module(fn: Any) -> bool:
     code = getattr(fn, "__code__", None)
     if code is not None:
         f = code.co_filename
-        if f.startswith("<"):
+        if f.startswith("<doctest"):
             return False
-        f = os.path.abspath(f)
-        return f.startswith(_PKG_DIR) or f.startswith(_STDLIB_DIR) or "site-packages" in f
+        if not f.startswith("<"):
+            f = os.path.abspath(f)
+            return f.startswith((_PKG_DIR, _STDLIB_DIR)) or "site-packages" in f
+    # Code made by exec (tapejax's generated ops among it): by its module.
     mod = getattr(fn, "__module__", None) or ""
     return mod.split(".")[0] in ("tapejax", "jax", "jaxlib", "numpy", "tensorflow", "keras", "optax", "builtins")
 
