@@ -510,6 +510,11 @@ def converted_call(f: Any, *args: Any, **kwargs: Any) -> Any:
             conv = _convert_cached(f)
             if conv is not None:
                 return conv(*args, **kwargs)
+        elif not isinstance(f, type) and _convertible(getattr(type(f), "__call__", None)):
+            # A user object with its own __call__.
+            conv = _convert_cached(type(f).__call__)
+            if conv is not None:
+                return conv(f, *args, **kwargs)
     return f(*args, **kwargs)
 
 
