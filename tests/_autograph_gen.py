@@ -43,8 +43,12 @@ class Gen:
             # Only where TF accepts it: both branches return (a return in one branch of a
             # nested tensor `if` is TF's "must also have a return statement" error).
             choices += ["return"]
+        choices += ["var"]
         c = r.choice(choices)
-        if c == "assign":
+        if c == "var":
+            # Variable state inside branches and loops: every assign runs in program order.
+            self.emit(ind, r.choice(["acc.assign_add(a * 0.1)", "acc.assign(acc * 0.5 + b)", "a = a + acc * 0.01"]))
+        elif c == "assign":
             self.emit(ind, f"{r.choice('ab')} = {r.choice(EXPRS)}")
         elif c == "if":
             self.emit(ind, f"if {r.choice(CONDS)}:")
@@ -88,7 +92,7 @@ class Gen:
             self.emit(ind + 1, "return a - b")
 
     def program(self) -> str:
-        self.lines = ["def prog(a, b, n, v, k):"]
+        self.lines = ["def prog(a, b, n, v, k, acc):"]
         self.block(1, 0, False, True)
         self.emit(1, "return a + b * 3.0")
         return "\n".join(self.lines) + "\n"

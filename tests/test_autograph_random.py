@@ -19,9 +19,11 @@ def _check(seed: int) -> None:
     compiled = tf.function(prog)
     for a, b, n, v, k in ARGS:
         args = (tf.constant(a), tf.constant(b), tf.constant(n), tf.constant(v), k)
-        want = prog(*args)
-        got = compiled(*args)
+        acc_e, acc_c = tf.Variable(0.25), tf.Variable(0.25)
+        want = prog(*args, acc_e)
+        got = compiled(*args, acc_c)
         assert np.allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5), f"seed {seed}:\n{src}\n{got} != {want}"
+        assert np.allclose(acc_c.numpy(), acc_e.numpy(), rtol=1e-4, atol=1e-5), f"seed {seed} (variable):\n{src}"
 
 
 @pytest.mark.parametrize("seed", range(20))
