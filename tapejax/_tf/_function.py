@@ -16,6 +16,11 @@ State is handled the way ``tf.function`` handles resource variables:
   any later trace raises TF's ``ValueError``.
 * Returned variables come back as their value after the call; returned Python
   numbers and NumPy values come back as tensors.
+* Called while a tape records (or an accumulator is active), the traced program
+  is one recorded op over the tensor arguments and the variables it reads (TF's
+  call op): tapes differentiate through it and the Python does not run again.
+* Where autograph could not convert the code that failed (no source), the call
+  signature runs eagerly, with one ``tf.autograph.AutoGraphWarning``.
 
 With ``autograph=True`` (the default, as in TF) the Python function is first
 rewritten by ``tapejax._tf._autograph`` so that ``if``/``while``/``for`` on
@@ -185,7 +190,6 @@ class _Entry:
         self.assigned: tuple = ()
         self.out_spec: Any = None
         self.has_effects = False
-        self.in_spec: Any = None
         self.concrete: ConcreteFunction | None = None
         self.eager = False
         self.closed: Any = None
@@ -296,7 +300,6 @@ class Function:
         if bound is None:
             bound = Function(functools.partial(self._python_function, instance), self.input_signature,
                              self.jit_compile, self.reduce_retracing, self._name, self.autograph)
-            bound._method_of = self._python_function  # for autograph's source lookup
             cache[id(self)] = bound
         return bound
 
@@ -766,9 +769,11 @@ def function(func: Callable | None = None, input_signature: Any = None, autograp
 
     Used as ``@tapejax.function`` or ``@tapejax.function(input_signature=[...])``.
     ``autograph=True`` (TF's default) converts ``if``/``while``/``for`` on tensors
-    into ``tf.cond``/``tf.while_loop``; ``jit_compile`` is accepted (XLA always
-    compiles); ``reduce_retracing`` is accepted, but XLA still compiles once per
-    concrete shape.
+    into ``tf.cond``/``tf.while_loop`` (``tapejax._tf._autograph``); ``jit_compile``
+    is accepted (XLA always compiles); ``reduce_retracing`` and ``None`` dimensions
+    in an ``input_signature`` change the trace count as in TF, but XLA still
+    compiles once per concrete shape. ``tf.config.run_functions_eagerly(True)``
+    runs the Python as it is, every call.
 
     Example:
         >>> import tapejax as tf
