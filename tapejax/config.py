@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import os
 
-explain_none_gradients: bool = os.environ.get("TAPEJAX_EXPLAIN_NONE", "").strip().lower() not in ("", "0", "false", "no", "off")
-
 _run_eagerly = False
 
 
@@ -42,3 +40,6 @@ def functions_run_eagerly() -> bool:
         False
     """
     return _run_eagerly
+
+
+explain_none_gradients: bool = os.environ.get("TAPEJAX_EXPLAIN_NONE", "").strip().lower() not in ("", "0", "false", "no", "off")
