@@ -195,6 +195,7 @@ class _Entry:
         self.closed: Any = None
         self.flat: Callable | None = None
         self.flat_pure: Callable | None = None
+        self.arg_slots: list = []
 
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
@@ -347,9 +348,14 @@ class Function:
     def _key(self, leaves: list, treedef: Any) -> tuple:
         key_parts = []
         arrays = []
+        var_args: list = []
         for x in leaves:
             if isinstance(x, VariableBase):
-                key_parts.append(("V", x._uid))
+                # TF traces a variable argument by its shape and dtype (and which arguments are
+                # the same variable), not by identity: another variable reuses the program.
+                alias = next(k for k, v in enumerate(var_args + [x]) if v._uid == x._uid)
+                key_parts.append(("V", tuple(x._v.shape), np.dtype(x._v.dtype), alias))
+                var_args.append(x)
             elif isinstance(x, Tensor | np.ndarray | jax.Array):
                 v = x._value if isinstance(x, Tensor) else x
                 key_parts.append(("T", tuple(v.shape), np.dtype(v.dtype)))
@@ -370,7 +376,7 @@ class Function:
                     key_parts.append(("P", type(x), x))
                 except TypeError:
                     key_parts.append(("O", id(x)))
-        return (treedef, tuple(key_parts)), arrays
+        return (treedef, tuple(key_parts)), arrays, var_args
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _config.functions_run_eagerly():
@@ -390,14 +396,14 @@ class Function:
             if fkey is not None and len(fkey) == len(args):
                 entry = self._fast.get(fkey)
                 if entry is not None and entry.jitted is not None:
-                    return self._run(entry, [a._value for a in args])
+                    return self._run(entry, [a._value for a in args], ())
         self._check_signature(args, kwargs)
-        entry, arrays = self._entry_for(args, kwargs)
+        entry, arrays, var_args = self._entry_for(args, kwargs)
         if entry.eager:
             return self._python_function(*args, **kwargs)
         if not kwargs and self.input_signature is None and all(type(a) is Tensor for a in args):
             self._fast[tuple((a._value.shape, a._value.dtype) for a in args)] = entry
-        return self._run(entry, arrays)
+        return self._run(entry, arrays, var_args)
 
     def _call_as_op(self, args: tuple, kwargs: dict) -> Any:
         """Under a recording tape (or accumulator): TF records the call as one op. The traced
@@ -406,15 +412,16 @@ class Function:
         Python body does not run again."""
         self._check_signature(args, kwargs)
         with _core.suspended():
-            entry, arrays = self._entry_for(args, kwargs)
+            entry, arrays, var_args = self._entry_for(args, kwargs)
         if entry.eager:
             return self._python_function(*args, **kwargs)
         leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=_is_leaf)
         data = [x for x in leaves if isinstance(x, Tensor | np.ndarray | jax.Array)]
-        outs = _core.bind(_CALL, *data, *entry.variables, entry=entry)
+        variables = _vars_for(entry, var_args)
+        outs = _core.bind(_CALL, *data, *variables, entry=entry)
         n_dyn = len(outs) - len(entry.assigned)
         for i, t in zip(entry.assigned, outs[n_dyn:]):
-            var = entry.variables[i]
+            var = variables[i]
             _core.touch_variable(var)
             var._value = t._value
         if entry.has_effects:
@@ -426,7 +433,7 @@ class Function:
 
     def _entry_for(self, args: tuple, kwargs: dict) -> tuple:
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
-        key, arrays = self._key(leaves, treedef)
+        key, arrays, var_args = self._key(leaves, treedef)
         with self._lock:
             entry = self._entries.get(key)
             if entry is None or (entry.jitted is None and not entry.eager):
@@ -440,7 +447,11 @@ class Function:
                             or not _autograph.unconverted_in(getattr(e, "_tapejax_tb", None))):
                         raise
                     self._fall_back(entry, e)
-        return entry, arrays
+                else:
+                    # Which captured variable each variable argument of the traced call is.
+                    pos = {v._uid: i for i, v in enumerate(entry.variables)}
+                    entry.arg_slots = [pos.get(v._uid) for v in var_args]
+        return entry, arrays, var_args
 
     def _fall_back(self, entry: _Entry, e: Exception) -> None:
         # Code autograph could not convert (no source, a construct it does not handle):
@@ -476,7 +487,7 @@ class Function:
             for a, spec in zip(args, self.input_signature):
                 if isinstance(a, TensorSpec) and not spec.is_compatible_with(a):
                     raise TypeError(f"{a!r} is not compatible with the input_signature {spec!r}.")
-        entry, arrays = self._entry_for(args, kwargs)
+        entry, _, _ = self._entry_for(args, kwargs)
         if entry.concrete is None:
             entry.concrete = ConcreteFunction(self, entry, args, kwargs)
         return entry.concrete
@@ -621,10 +632,11 @@ class Function:
             self._tf_keys.add(tf_key)
             self._trace_count += 1
 
-    def _run(self, entry: _Entry, arrays: list) -> Any:
-        dyn, new = entry.jitted(arrays, [v._v for v in entry.variables])
+    def _run(self, entry: _Entry, arrays: list, var_args: Any) -> Any:
+        variables = _vars_for(entry, var_args) if var_args else entry.variables
+        dyn, new = entry.jitted(arrays, [v._v for v in variables])
         for i, val in zip(entry.assigned, new):
-            entry.variables[i]._value = val
+            variables[i]._value = val
         if entry.has_effects:
             # tf.print is synchronous in TF: its lines are out before the call returns.
             jax.effects_barrier()
@@ -641,6 +653,17 @@ def _spec_of(x: Any, name: str | None = None) -> Any:
         v = x._value if isinstance(x, Tensor | VariableBase) else x
         return TensorSpec(tuple(v.shape), np.dtype(v.dtype), name)
     return x
+
+
+def _vars_for(entry: _Entry, var_args: list) -> list:
+    """The entry's captured variables with this call's variable arguments in their places."""
+    if not var_args or not entry.arg_slots:
+        return entry.variables
+    out = list(entry.variables)
+    for slot, v in zip(entry.arg_slots, var_args):
+        if slot is not None:
+            out[slot] = v
+    return out
 
 
 def _call_impl(*xs: Any, entry: _Entry) -> list:

@@ -357,6 +357,17 @@ def optimizer_built_inside_the_step_raises(tf):
     return ["no error"]
 
 
+@case
+def variable_arguments_trace_by_spec(tf):
+    @tf.function
+    def f(v):
+        v.assign_add(1.0)
+        return v + 1
+
+    a, b = tf.Variable(1.0), tf.Variable(2.0)
+    return [f(a), f(b), f(a), a, b, f.experimental_get_tracing_count()]
+
+
 def _names():
     return [c.__name__ for c in CASES]
 
