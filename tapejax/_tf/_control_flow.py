@@ -22,7 +22,12 @@ Two regimes, as in TF:
   captured tensors and captured variables, to any order.
 
 Variables assigned inside a lowered branch or body are carried as extra
-outputs (and, in loops, as extra loop state) and written back after the op.
+outputs (and, in loops, as extra loop state) and written back after the op;
+a read after an assign there is a fresh read of the variable, as in TF.
+
+Entry points for autograph (TF's signatures): ``cond(pred, true_fn, false_fn)``,
+``while_loop(cond, body, loop_vars, maximum_iterations=None)`` (``body(*loop_vars)``
+returns a tuple/list like ``loop_vars``), and ``needs_lowering(*values)``.
 """
 
 from __future__ import annotations
@@ -36,11 +41,23 @@ from jax import lax
 
 from .. import errors
 from .._core import _recorder as _core
-from .._core._recorder import Primitive, Tensor, VariableBase, bind, read_variable, state
+from .._core._recorder import (
+    Primitive,
+    Tensor,
+    VariableBase,
+    bind,
+    read_variable,
+    state,
+)
 from .._engine._interpret import handle
+from .._ops._dtypes import as_dtype
 from .._ops._tensor import convert_to_tensor
+from .._ops.array import concat, expand_dims, stack, unstack
+from . import _tensor_array
+from ._tensor_array import TensorArray
 
-__all__ = ["cond", "case", "switch_case", "while_loop"]
+__all__ = ["TensorArray", "case", "cond", "foldl", "foldr", "map_fn", "scan", "switch_case", "vectorized_map",
+           "while_loop"]
 
 
 # --------------------------------------------------------------------------
@@ -71,8 +88,21 @@ def _same_structure(a: Any, b: Any) -> bool:
         _listless(_unflatten(b, [0] * b.num_leaves)))[1]
 
 
-def _unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
-    return jax.tree_util.tree_unflatten(treedef, list(leaves))
+def _unflatten(treedef: Any, leaves: Sequence[Any], like: Any = None) -> Any:
+    """Rebuild a structure; dicts keep the key order of ``like`` (TF's nest does, jax sorts)."""
+    out = jax.tree_util.tree_unflatten(treedef, list(leaves))
+    return out if like is None else _reorder(like, out)
+
+
+def _reorder(like: Any, value: Any) -> Any:
+    if isinstance(like, dict) and isinstance(value, dict) and set(like) == set(value):
+        return type(value)((k, _reorder(like[k], value[k])) for k in like) if type(value) is dict else value
+    if isinstance(like, list | tuple) and isinstance(value, list | tuple) and len(like) == len(value):
+        items = [_reorder(a, b) for a, b in zip(like, value)]
+        if hasattr(value, "_fields"):
+            return type(value)(*items)
+        return type(value)(items)
+    return value
 
 
 def _is_tracer(v: Any) -> bool:
@@ -90,6 +120,15 @@ def _lowering(values: Sequence[Any]) -> bool:
     if any(getattr(c, "trace", False) for c in state.tracing):
         return True
     return any(_is_tracer(_value(v)) for v in values)
+
+
+def needs_lowering(*values: Any) -> bool:
+    """Would a construct over ``values`` be lowered (a compiled step traces, or a value is a tracer)?
+
+    For autograph: a Python ``if``/``while`` on a tensor for which this is False can run as
+    Python (the value is concrete); otherwise convert it to ``cond``/``while_loop``.
+    """
+    return _lowering(list(values))
 
 
 def _as_tensor(x: Any) -> Tensor:
@@ -130,15 +169,38 @@ class _Hook:
 
     trace = True
 
-    def __init__(self, prev: Any):
+    def __init__(self, prev: Any, outer_bound: dict | None = None, bound: dict | None = None):
         self.prev = prev
         self.reads: dict[int, VariableBase] = {}
         self.writes: dict[int, VariableBase] = {}
+        self.outer_bound = outer_bound
+        self.bound = bound
+        self.views: set[int] = set()
 
-    def read(self, var: VariableBase) -> None:
-        if self.prev is not None:
+    def note_read(self, var: VariableBase) -> None:
+        # Registration only, up the chain: an enclosing body's bound values are not touched
+        # while this one traces (a value made here would leak into that trace).
+        if isinstance(self.prev, _Hook):
+            self.prev.note_read(var)
+        elif self.prev is not None:
             self.prev.read(var)
         self.reads.setdefault(var._uid, var)
+
+    def read(self, var: VariableBase) -> None:
+        self.note_read(var)
+        b = self.bound
+        if b is None or var._uid not in b:
+            return
+        cur = b[var._uid]
+        src = _outer_value(var, self.outer_bound)
+        if cur is src or id(cur) in self.views or not jnp.issubdtype(jnp.result_type(cur), jnp.inexact):
+            return
+        # A read after an assign (in this body, or carried from an earlier iteration) is, as in TF, a
+        # fresh read of the variable: its value is the assigned one, but no gradient flows back into
+        # what was assigned; its gradient goes to the variable itself (the value it entered with).
+        view = lax.stop_gradient(cur) + (src - lax.stop_gradient(src))
+        self.views.add(id(view))
+        b[var._uid] = view
 
     def write(self, var: VariableBase) -> None:
         if self.prev is not None:
@@ -147,6 +209,10 @@ class _Hook:
         self.writes.setdefault(var._uid, var)
 
     def created(self, var: VariableBase) -> None:
+        # A compiled step's first trace reacts by running that call eagerly (a lazy build):
+        # let it, and refuse only where nothing else can.
+        if self.prev is not None:
+            self.prev.created(var)
         raise ValueError(
             "A tf.Variable was created inside a tf.cond branch or a loop body while it was being traced "
             "(inside tapejax.function). Create the variable outside the control-flow construct."
@@ -163,7 +229,8 @@ class _Fn:
     """A functionalized callable: ``jaxpr(consts, *args, *carried) -> (*outs, *carried', *written)``.
 
     ``consts`` are classified as ("var", variable), ("tensor", id) or ("const",):
-    see ``_externals``.
+    see ``_Externals``. ``out_leaves`` are the callable's flattened outputs as it returned
+    them (a TensorArray is rebuilt from its buffer); ``like`` the returned structure.
     """
 
     def __init__(self, jaxpr: Any, consts: list, kinds: list, out_tree: Any, out_avals: list, n_out: int,
@@ -175,12 +242,19 @@ class _Fn:
         self.out_avals = out_avals
         self.n_out = n_out
         self.written = written
-        self.out_leaves = out_leaves  # per user output: a description for error messages
+        self.out_leaves = out_leaves
+        self.like: Any = None
+
+
+def _is_ta(x: Any) -> bool:
+    return isinstance(x, TensorArray)
 
 
 def _leaf_array(x: Any) -> Any:
     if isinstance(x, Tensor | VariableBase):
         return x._value
+    if _is_ta(x):
+        return _tensor_array.to_array(x)._value
     if x is None:
         raise TypeError("A control-flow branch or body returned None where a tensor was expected.")
     return convert_to_tensor(x)._value
@@ -202,10 +276,10 @@ def _functionalize(fn: Callable, make_args: Callable[[list], tuple], in_avals: l
         rec = _core.Tape(watch_accessed_variables=False)
         rec.watched = _Everything()
         start = _core._next_id()
-        hook = _Hook(prev)
         bound = dict(outer_bound) if outer_bound else {}
         for v, a in zip(carried, arrays[n_args:]):
             bound[v._uid] = a
+        hook = _Hook(prev, outer_bound, bound)
         saved = (state.recording, state.accumulators, state.order, state.bound)
         state.recording, state.accumulators, state.order = [rec], [], []
         state.bound = bound
@@ -230,7 +304,7 @@ def _functionalize(fn: Callable, make_args: Callable[[list], tuple], in_avals: l
         for x in flat:
             if isinstance(x, Tensor) and x._id < start:
                 ids.setdefault(id(x._value), (x._id, x._value))
-        info.update(tree=tree, written=written, ids=ids, reads=dict(hook.reads), flat=flat)
+        info.update(tree=tree, written=written, ids=ids, reads=dict(hook.reads), flat=flat, out=out)
         return tuple(out_arrays) + tuple(carried_out) + tuple(bound[v._uid] for v in written)
 
     closed, shapes = jax.make_jaxpr(pure, return_shape=True)(*in_avals, *[_aval(_outer_value(v, outer_bound))
@@ -248,8 +322,10 @@ def _functionalize(fn: Callable, make_args: Callable[[list], tuple], in_avals: l
             kinds.append(("const",))
     n_out = len(shapes) - len(carried) - len(info["written"])
     out_leaves = info["flat"]
-    return _Fn(closed.jaxpr, list(closed.consts), kinds, info["tree"], list(shapes), n_out, info["written"],
-               out_leaves)
+    f = _Fn(closed.jaxpr, list(closed.consts), kinds, info["tree"], list(shapes), n_out, info["written"],
+            out_leaves)
+    f.like = info["out"]
+    return f
 
 
 class _Externals:
@@ -338,15 +414,11 @@ def _lowered_switch(index: Any, fns: Sequence[Callable], api: str) -> Any:
     first = traced[0]
     for k, t in enumerate(traced[1:], 1):
         if t.out_tree != first.out_tree:
-            if api == "cond":
-                raise ValueError(
-                    "true_fn and false_fn arguments to tf.cond must have the same number, type, and overall "
-                    f"structure of return values.\n\ntrue_fn output: {first.out_tree}\nfalse_fn output: "
-                    f"{t.out_tree}"
-                )
-            raise ValueError(
-                f"The branches of {api} must return the same structure: branch 0 returned {first.out_tree}, "
-                f"branch {k} returned {t.out_tree}."
+            # TF raises TypeError for branches of different structure (with TF's own message).
+            raise TypeError(
+                f"true_fn and false_fn arguments to tf.cond must have the same number, type, and overall "
+                f"structure of return values.\n\n{api}: branch 0 returned {first.out_tree}, branch {k} returned "
+                f"{t.out_tree}."
             )
         for j in range(first.n_out):
             a, b = first.out_avals[j], t.out_avals[j]
@@ -384,10 +456,18 @@ def _lowered_switch(index: Any, fns: Sequence[Callable], api: str) -> Any:
         branches.append((t.jaxpr, cmap, tuple(omap)))
     out_dtypes = tuple(np.dtype(a.dtype) for a in first.out_avals[:first.n_out]) + tuple(
         np.dtype(jnp.result_type(_outer_value(v, outer_bound))) for v in written)
+    for k, x in enumerate(first.out_leaves):
+        if any(_is_ta(t.out_leaves[k]) != _is_ta(x) for t in traced):
+            raise TypeError(
+                f"true_fn and false_fn arguments to tf.cond must have the same number, type, and overall structure "
+                f"of return values: output {k} of {api} is a TensorArray in one branch only."
+            )
     idx = _as_tensor(index)
     outs = bind(SWITCH, idx, *ext.inputs(), branches=tuple(branches), out_dtypes=out_dtypes)
     _write_back(written, outs[first.n_out:])
-    return _unflatten(first.out_tree, outs[:first.n_out])
+    # A TensorArray a branch returns comes back as its buffer: rebuild the array.
+    res = [_tensor_array.from_array(x, o) if _is_ta(x) else o for x, o in zip(first.out_leaves, outs)]
+    return _unflatten(first.out_tree, res, first.like)
 
 
 def _check_callable(f: Any, name: str, api: str) -> None:
@@ -436,7 +516,10 @@ def cond(pred: Any, true_fn: Callable | None = None, false_fn: Callable | None =
                 "must be a bool tensor inside tapejax.function (compare it, e.g. x > 0)."
             )
         if pt._value.ndim != 0:
-            raise ValueError(f"Shape must be rank 0 but is rank {pt._value.ndim} for the predicate of tf.cond.")
+            raise errors.InvalidArgumentError(
+                f"The predicate of tf.cond must be a scalar, but it has shape {_shape_str(pt._value.shape)}: "
+                "reduce it (tf.reduce_all / tf.reduce_any) first."
+            )
         idx = Tensor(jnp.where(pt._value, 1, 0).astype(jnp.int32))
         return _lowered_switch(idx, [false_fn, true_fn], "cond")
     # Eagerly TF runs the branch that Python truthiness picks.
@@ -552,48 +635,102 @@ def _reverse_mode(vals: Sequence[Any]) -> bool:
 
 
 def _while_impl(*vals: Any, cond_br: tuple, body_br: tuple, n_carry: int, carry_dtypes: tuple,
-                max_iter: int | None) -> tuple:
-    carry0 = tuple(_strong(v, d) for v, d in zip(vals[:n_carry], carry_dtypes))
-    ext = vals[n_carry:]
+                max_iter: int | None, dyn_max: bool = False) -> tuple:
+    if dyn_max:
+        # maximum_iterations known only at run time: it is the last input.
+        return _while_dynamic_max(vals, cond_br, body_br, n_carry, carry_dtypes)
+    # Every function below takes its data from its own arguments ``v`` (never from ``vals``):
+    # under the custom_jvp they are the differentiated inputs.
+    def split(v: tuple) -> tuple:
+        return tuple(_strong(x, d) for x, d in zip(v[:n_carry], carry_dtypes)), v[n_carry:]
 
-    def c(cr: tuple) -> Any:
+    def c(ext: tuple, cr: tuple) -> Any:
         return jnp.reshape(_eval(cond_br[0], cond_br[1], ext, cr)[0], ()).astype(bool)
 
-    def b(cr: tuple) -> tuple:
+    def b(ext: tuple, cr: tuple) -> tuple:
         outs = _eval(body_br[0], body_br[1], ext, cr)
         return tuple(_strong(o, d) for o, d in zip(outs, carry_dtypes))
 
     if max_iter is None:
         if _reverse_mode(vals):
-            raise errors.UnimplementedError(
-                "A reverse-mode gradient through a tf.while_loop traced inside tapejax.function needs a bound "
-                "on its number of iterations: pass maximum_iterations=N to tf.while_loop (XLA keeps the "
-                "forward values of at most N iterations). Forward-mode (ForwardAccumulator) and eager loops "
-                "need no bound."
-            )
-        return tuple(lax.while_loop(c, b, carry0))
+            raise _unbounded_error()
+
+        def unbounded(v: tuple) -> tuple:
+            cr0, ext = split(v)
+            return tuple(lax.while_loop(lambda cr: c(ext, cr), lambda cr: b(ext, cr), cr0))
+
+        # The tangent rule is the while_loop's own (forward mode works); a reverse-mode
+        # derivative meets it partially evaluated and gets the clear error, also where this
+        # loop sits inside another lowered construct's body.
+        return _with_tangent_rule(unbounded, unbounded, vals, reverse_error=True)
     n = int(max_iter)
 
-    def bounded(cr0: tuple) -> tuple:
+    def bounded(v: tuple) -> tuple:
+        cr0, ext = split(v)
+
         def c2(s: tuple) -> Any:
-            return (s[0] < n) & c(s[1])
+            return (s[0] < n) & c(ext, s[1])
 
         def b2(s: tuple) -> tuple:
-            return s[0] + 1, b(s[1])
+            return s[0] + 1, b(ext, s[1])
 
-        return lax.while_loop(c2, b2, (jnp.int32(0), cr0))[1]
+        return tuple(lax.while_loop(c2, b2, (jnp.int32(0), cr0))[1])
 
-    def scanned(cr0: tuple) -> tuple:
+    def scanned(v: tuple) -> tuple:
+        cr0, ext = split(v)
+
         def step(cr: tuple, _: Any) -> tuple:
-            return lax.cond(c(cr), b, lambda x: x, cr), None
+            return lax.cond(c(ext, cr), lambda x: b(ext, x), lambda x: x, cr), None
 
-        return lax.scan(step, cr0, None, length=n)[0]
+        return tuple(lax.scan(step, cr0, None, length=n)[0])
 
-    if not any(_is_tracer(v) and type(v).__name__ in ("LinearizeTracer", "JVPTracer") for v in vals):
-        return tuple(bounded(carry0))
-    # Differentiated: a masked scan of maximum_iterations steps, which reverse mode can
-    # transpose (JAX cannot transpose a while_loop); forward values are the same.
-    return tuple(scanned(carry0))
+    # Values from a while_loop that stops early; derivatives (any mode, any order) from a
+    # masked scan of maximum_iterations steps, which reverse mode can transpose.
+    return _with_tangent_rule(bounded, scanned, vals, reverse_error=False)
+
+
+def _while_dynamic_max(vals: tuple, cond_br: tuple, body_br: tuple, n_carry: int, carry_dtypes: tuple) -> tuple:
+    if _reverse_mode(vals):
+        raise _unbounded_error()
+
+    def run(v: tuple) -> tuple:
+        m = v[-1]
+        cr0 = tuple(_strong(x, d) for x, d in zip(v[:n_carry], carry_dtypes))
+        ext = v[n_carry:-1]
+
+        def c2(s: tuple) -> Any:
+            return (s[0] < m) & jnp.reshape(_eval(cond_br[0], cond_br[1], ext, s[1])[0], ()).astype(bool)
+
+        def b2(s: tuple) -> tuple:
+            outs = _eval(body_br[0], body_br[1], ext, s[1])
+            return s[0] + 1, tuple(_strong(o, d) for o, d in zip(outs, carry_dtypes))
+
+        return tuple(lax.while_loop(c2, b2, (jnp.zeros((), jnp.asarray(m).dtype), cr0))[1])
+
+    return _with_tangent_rule(run, run, vals, reverse_error=True)
+
+
+def _unbounded_error() -> Exception:
+    return errors.UnimplementedError(
+        "A reverse-mode gradient through a tf.while_loop traced inside tapejax.function needs a static bound "
+        "on its number of iterations: pass maximum_iterations=N (a Python int or a constant, not a traced "
+        "tensor) to tf.while_loop (XLA keeps the forward values of at most N iterations). Forward-mode "
+        "(ForwardAccumulator) and eager loops need no bound."
+    )
+
+
+def _with_tangent_rule(primal: Callable, derivative: Callable, vals: tuple, reverse_error: bool) -> tuple:
+    @jax.custom_jvp
+    def f(*v: Any) -> tuple:
+        return primal(v)
+
+    @f.defjvp
+    def rule(p: tuple, t: tuple) -> tuple:
+        if reverse_error and any(type(x).__name__ == "JaxprTracer" for x in t):
+            raise _unbounded_error()
+        return jax.jvp(lambda *v: derivative(v), p, t)
+
+    return f(*vals)
 
 
 WHILE = _ControlFlowPrimitive("while_loop", _while_impl, multiple_results=True)
@@ -613,10 +750,12 @@ def _max_iter_value(maximum_iterations: Any) -> Any:
         return None
     v = _value(maximum_iterations)
     if _is_tracer(v):
-        raise ValueError(
-            "maximum_iterations of tf.while_loop must be known when tapejax.function traces the loop "
-            "(a Python int or a constant tensor), because XLA needs a static bound."
-        )
+        # Known only when the compiled step runs: it bounds the loop's values; reverse mode
+        # through the loop then needs a static bound (see _while_impl).
+        t = _as_tensor(maximum_iterations)
+        if t._value.ndim != 0:
+            raise ValueError(f"maximum_iterations must be a scalar, saw shape: {tuple(t._value.shape)}")
+        return t
     v = np.asarray(v)
     if v.ndim != 0:
         raise ValueError(f"maximum_iterations must be a scalar, saw shape: {v.shape}")
@@ -657,12 +796,11 @@ def while_loop(cond: Callable, body: Callable, loop_vars: Any, shape_invariants:
         raise ValueError("loop_vars must be a non-empty tuple or list of tensors")
     flat, tree = _flatten(loop_vars)
     max_iter = _max_iter_value(maximum_iterations)
-    tensors = [_as_tensor(x) for x in flat]
-    if _lowering([t._value for t in tensors]):
-        return _lowered_while(cond, body, tensors, tree, max_iter)
+    tensors = [x if _is_ta(x) else _as_tensor(x) for x in flat]
+    if isinstance(max_iter, Tensor) or _lowering([t._value for t in tensors if not _is_ta(t)]):
+        return _lowered_while(cond, body, tensors, tree, max_iter, loop_vars)
     # Eagerly: the Python loop TF runs, op by op (the tapes record every iteration).
-    lv = _unflatten(tree, [x if isinstance(x, Tensor) or getattr(x, "_tapejax_tensor_array", False) else t
-                           for x, t in zip(flat, tensors)])
+    lv = _unflatten(tree, [x if isinstance(x, Tensor) or _is_ta(x) else t for x, t in zip(flat, tensors)])
     n = 0
     while max_iter is None or n < max_iter:
         pv = _pred_value(cond(*lv))
@@ -680,33 +818,73 @@ def while_loop(cond: Callable, body: Callable, loop_vars: Any, shape_invariants:
         new_flat, new_tree = _flatten(new)
         if not _same_structure(tree, new_tree):
             _check_structure("tf.while_loop", tree, new_tree, "output of body")
-        for a, b_ in zip(flat, new_flat):
-            _check_same_type(a, b_)
+        if max_iter is not None and new_tree != tree:
+            # With maximum_iterations TF's eager loop also compares sequence types (list vs tuple).
+            raise TypeError(
+                "The two structures don't have the same nested structure: the output of body of "
+                f"tf.while_loop is {new_tree}, loop_vars are {tree} (with maximum_iterations, TF compares "
+                "list and tuple types too): return the same sequence types as loop_vars."
+            )
         lv, flat, tree = new, new_flat, new_tree
         n += 1
     return lv
 
 
-def _check_same_type(before: Any, after: Any) -> None:
-    a, b = _value(before), _value(after)
-    if a is None or b is None or not hasattr(b, "dtype") or not hasattr(a, "dtype"):
+def _probe_element_shapes(body: Callable, leaves: list, tree: Any) -> None:
+    """TensorArray loop variables of unknown element shape learn it from a trace of the body
+    (its first write at a traced index fixes it, as TF infers it)."""
+    unknown = [k for k, x in enumerate(leaves) if _is_ta(x) and x._element_shape is None]
+    if not unknown:
         return
-    if np.dtype(a.dtype) != np.dtype(b.dtype):
-        raise TypeError(
-            f"Loop variable has dtype {np.dtype(a.dtype).name} on entry but the body returns "
-            f"{np.dtype(b.dtype).name}. A tf.while_loop variable must keep its dtype: cast the body's result."
-        )
+    probes: dict = {}
+
+    def make_args(arrays: list) -> tuple:
+        it = iter(arrays)
+        out = []
+        for k, x in enumerate(leaves):
+            if k in probes or (_is_ta(x) and x._element_shape is None):
+                c = x._clone()
+                c._items = list(x._items) if x._items is not None else None
+                probes[k] = c
+                out.append(c)
+            elif _is_ta(x):
+                out.append(_tensor_array.from_array(x, Tensor(next(it))))
+            else:
+                out.append(Tensor(next(it)))
+        return (_unflatten(tree, out),)
+
+    known = [x for x in leaves if not (_is_ta(x) and x._element_shape is None)]
+    avals = [_aval(_tensor_array.to_array(x)._value if _is_ta(x) else x._value) for x in known]
+
+    def run(lv: Any) -> Any:
+        body(*lv)  # only its writes matter here
+        return ()
+
+    _functionalize(run, make_args, avals, [], "body")
+    for k in unknown:
+        es = probes[k]._element_shape
+        if es is None:
+            raise ValueError(
+                "A tf.TensorArray loop variable is never written in the loop body and has no element_shape: "
+                "pass element_shape= when creating it."
+            )
+        leaves[k]._element_shape = es
 
 
-def _lowered_while(cond: Callable, body: Callable, tensors: list, tree: Any, max_iter: Any) -> Any:
+def _lowered_while(cond: Callable, body: Callable, leaves: list, tree: Any, max_iter: Any, like: Any) -> Any:
+    _probe_element_shapes(body, leaves, tree)
+    tensors = [_tensor_array.to_array(x) if _is_ta(x) else x for x in leaves]
     avals = [jax.ShapeDtypeStruct(t._value.shape, t._value.dtype) for t in tensors]
     dtypes = tuple(np.dtype(a.dtype) for a in avals)
 
     def call(f: Callable, lv: Any) -> Any:
         return f(*lv)
 
+    def rebuild(values: list) -> list:
+        return [_tensor_array.from_array(x, v) if _is_ta(x) else v for x, v in zip(leaves, values)]
+
     def make_args(arrays: list) -> tuple:
-        return (_unflatten(tree, [Tensor(a) for a in arrays]),)
+        return (_unflatten(tree, rebuild([Tensor(a) for a in arrays])),)
 
     carried: list = []
     for _ in range(8):
@@ -737,6 +915,11 @@ def _lowered_while(cond: Callable, body: Callable, tensors: list, tree: Any, max
             )
     if fc.n_out != 1:
         raise TypeError("cond of tf.while_loop must return a single boolean scalar.")
+    if tuple(fc.out_avals[0].shape) != ():
+        raise errors.InvalidArgumentError(
+            f"The predicate of tf.while_loop must be a scalar, but it has shape {_shape_str(fc.out_avals[0].shape)}: "
+            "reduce it (tf.reduce_all / tf.reduce_any) first."
+        )
     ext = _Externals()
     cmap_b = ext.add_fn(fb)
     cmap_c = ext.add_fn(fc)
@@ -744,7 +927,335 @@ def _lowered_while(cond: Callable, body: Callable, tensors: list, tree: Any, max
     carry_dtypes = dtypes + tuple(np.dtype(jnp.result_type(_outer_value(v, state.bound))) for v in carried)
     # The cond jaxpr returns (pred, carried...): only its first output is used.
     var_reads = [read_variable(v) for v in carried]
-    outs = bind(WHILE, *tensors, *var_reads, *ext.inputs(), cond_br=(fc.jaxpr, cmap_c), body_br=(fb.jaxpr, cmap_b),
-                n_carry=n_loop + len(carried), carry_dtypes=carry_dtypes, max_iter=max_iter)
+    dyn = isinstance(max_iter, Tensor)
+    outs = bind(WHILE, *tensors, *var_reads, *ext.inputs(), *([max_iter] if dyn else []), cond_br=(fc.jaxpr, cmap_c),
+                body_br=(fb.jaxpr, cmap_b), n_carry=n_loop + len(carried), carry_dtypes=carry_dtypes,
+                max_iter=None if dyn else max_iter, **({"dyn_max": True} if dyn else {}))
     _write_back(carried, outs[n_loop:])
-    return _unflatten(tree, outs[:n_loop])
+    return _unflatten(tree, rebuild(list(outs[:n_loop])), like)
+
+
+# --------------------------------------------------------------------------
+# scan, foldl, foldr, map_fn: one lowered primitive (lax.scan) with a carry and stacked outputs.
+
+
+def _scan_impl(*vals: Any, body_br: tuple, n_carry: int, n_xs: int, n_ys: int, n_vars: int, carry_dtypes: tuple,
+               length: int, reverse: bool) -> tuple:
+    nc = n_carry
+    carry0 = tuple(_strong(v, d) for v, d in zip(vals[:nc] + vals[nc + n_xs:nc + n_xs + n_vars], carry_dtypes))
+    xs = tuple(vals[nc:nc + n_xs])
+    ext = vals[nc + n_xs + n_vars:]
+
+    def step(carry: tuple, x: tuple) -> tuple:
+        outs = _eval(body_br[0], body_br[1], ext, (*carry[:nc], *x, *carry[nc:]))
+        new = tuple(_strong(o, d) for o, d in zip(outs[:nc] + outs[nc + n_ys:], carry_dtypes))
+        return new, tuple(outs[nc:nc + n_ys])
+
+    final, ys = lax.scan(step, carry0, xs, length=length, reverse=reverse)
+    return (*final[:nc], *ys, *final[nc:])
+
+
+SCAN = _ControlFlowPrimitive("scan", _scan_impl, multiple_results=True)
+
+
+def _lowered_scan(step: Callable, carry: list, carry_tree: Any, xs: list, xs_tree: Any, length: int,
+                  reverse: bool, api: str) -> tuple[list, list, Any]:
+    """Lower ``step(carry_struct, x_struct) -> (carry_struct, ys_struct)`` over the leading axis of
+    ``xs``; returns (final carry tensors, stacked ys tensors, ys treedef)."""
+    c_avals = [jax.ShapeDtypeStruct(t._value.shape, t._value.dtype) for t in carry]
+    x_avals = [jax.ShapeDtypeStruct(t._value.shape[1:], t._value.dtype) for t in xs]
+    nc = len(carry)
+
+    def make_args(arrays: list) -> tuple:
+        return (_unflatten(carry_tree, [Tensor(a) for a in arrays[:nc]]),
+                _unflatten(xs_tree, [Tensor(a) for a in arrays[nc:]]))
+
+    info: dict = {}
+
+    def user(c: Any, x: Any) -> Any:
+        new_c, ys = step(c, x)
+        nf, ntree = _flatten(new_c)
+        if not _same_structure(carry_tree, ntree):
+            _check_structure(api, carry_tree, ntree, "output of fn")
+        yf, ytree = _flatten(ys)
+        info["ys_tree"] = ytree
+        info["n_ys"] = len(yf)
+        info["ys_obj"] = ys
+        return tuple(nf) + tuple(yf)
+
+    carried: list = []
+    for _ in range(8):
+        fb = _functionalize(user, make_args, c_avals + x_avals, carried, "fn")
+        if not fb.written:
+            break
+        carried.extend(v for v in fb.written if not any(v is c for c in carried))
+    for k, (a, o) in enumerate(zip(c_avals, fb.out_avals[:nc])):
+        if np.dtype(a.dtype) != np.dtype(o.dtype) or tuple(a.shape) != tuple(o.shape):
+            raise ValueError(
+                f"The accumulator of {api} changes from {np.dtype(a.dtype).name}{_shape_str(a.shape)} to "
+                f"{np.dtype(o.dtype).name}{_shape_str(o.shape)} in one step: fn must return an accumulator of the "
+                "initializer's dtype and shape."
+            )
+    ext = _Externals()
+    cmap = ext.add_fn(fb)
+    n_ys = info["n_ys"]
+    outer = state.bound
+    carry_dtypes = tuple(np.dtype(a.dtype) for a in c_avals) + tuple(
+        np.dtype(jnp.result_type(_outer_value(v, outer))) for v in carried)
+    var_reads = [read_variable(v) for v in carried]
+    outs = bind(SCAN, *carry, *xs, *var_reads, *ext.inputs(), body_br=(fb.jaxpr, cmap), n_carry=nc, n_xs=len(xs),
+                n_ys=n_ys, n_vars=len(carried), carry_dtypes=carry_dtypes, length=length, reverse=reverse)
+    _write_back(carried, outs[nc + n_ys:])
+    return list(outs[:nc]), list(outs[nc:nc + n_ys]), (info["ys_tree"], info["ys_obj"])
+
+
+def _elems(elems: Any, api: str) -> tuple[list, Any, int]:
+    flat, tree = _flatten(elems)
+    if not flat:
+        raise ValueError(f"{api}: elems must be a tensor or a nested structure of tensors, got {elems!r}.")
+    tensors = [_as_tensor(x) for x in flat]
+    for t in tensors:
+        if t._value.ndim == 0:
+            raise ValueError(
+                f"Elements in elems must be 1+ dimensional Tensors, not scalars: {api} iterates over the first axis."
+            )
+    n = tensors[0]._value.shape[0]
+    for t in tensors[1:]:
+        if t._value.shape[0] != n:
+            raise ValueError(
+                f"Tensors in elems must have the same first dimension (size of the iteration), got "
+                f"{[int(u._value.shape[0]) for u in tensors]}."
+            )
+    return tensors, tree, int(n)
+
+
+def _stack_all(rows: list, n_leaves: int) -> list:
+    return [stack([r[k] for r in rows]) for k in range(n_leaves)]
+
+
+def _rows(tensors: list) -> list:
+    cols = [unstack(t) for t in tensors]
+    return [[c[i] for c in cols] for i in range(len(cols[0]))] if cols and cols[0] else []
+
+
+def _scan_common(fn: Callable, elems: Any, initializer: Any, reverse: bool, api: str, stack_outputs: bool) -> Any:
+    tensors, xs_tree, n = _elems(elems, api)
+    if initializer is None:
+        if n == 0:
+            msg = "Tried to read from index 0 but array size is: 0"
+            if _lowering([t._value for t in tensors]):
+                raise errors.InvalidArgumentError(f"{api}: {msg} (elems is empty and there is no initializer).")
+            raise errors.OutOfRangeError(msg)
+        rows = _rows(tensors)
+        first = rows[-1] if reverse else rows[0]
+        acc0 = _unflatten(xs_tree, first)
+        rest = [_slice_rows(t, reverse) for t in tensors]
+        carry_flat, carry_tree = list(first), xs_tree
+        xs, length = rest, n - 1
+    else:
+        acc0 = initializer
+        cf, carry_tree = _flatten(initializer)
+        carry_flat = [_as_tensor(c) for c in cf]
+        xs, length = tensors, n
+
+    def step(c: Any, x: Any) -> tuple:
+        a = fn(c, x)
+        return a, (a if stack_outputs else ())
+
+    if _lowering([t._value for t in tensors + carry_flat]):
+        final, ys, (ytree, _) = _lowered_scan(step, carry_flat, carry_tree, xs, xs_tree, length, reverse, api)
+    else:
+        # Eagerly: TF's Python loop, op by op, over the rows of elems.
+        acc = _unflatten(carry_tree, carry_flat) if initializer is None else acc0
+        order = range(length - 1, -1, -1) if reverse else range(length)
+        rows = _rows(xs) if length else []
+        outs = []
+        for i in order:
+            acc = fn(acc, _unflatten(xs_tree, rows[i]))
+            af, atree = _flatten(acc)
+            if not _same_structure(carry_tree, atree):
+                _check_structure(api, carry_tree, atree, "output of fn")
+            outs.append([_as_tensor(a) for a in af])
+        final = [_as_tensor(a) for a in _flatten(acc)[0]]
+        if reverse:
+            outs.reverse()
+        ytree = carry_tree
+        if stack_outputs:
+            if not outs:
+                ys = [Tensor(jnp.zeros((0,) + tuple(t._value.shape), t._value.dtype)) for t in carry_flat]
+            else:
+                ys = _stack_all(outs, len(outs[0]))
+        else:
+            ys = []
+    like = acc0 if initializer is not None else elems
+    if not stack_outputs:
+        return _unflatten(carry_tree, final, like)
+    if initializer is None:
+        # TF's output starts with the first element itself (the end, in reverse).
+        firsts = [expand_dims(f, 0) for f in carry_flat]
+        ys = [concat([y, f], 0) if reverse else concat([f, y], 0) for f, y in zip(firsts, ys)]
+    return _unflatten(ytree, ys, like)
+
+
+def _slice_rows(t: Tensor, reverse: bool) -> Tensor:
+    return t[:-1] if reverse else t[1:]
+
+
+def scan(fn: Callable, elems: Any, initializer: Any = None, parallel_iterations: int = 10, back_prop: bool = True,
+         swap_memory: bool = False, infer_shape: bool = True, reverse: bool = False, name: str | None = None) -> Any:
+    """Stacked accumulators ``a_i = fn(a_{i-1}, elems[i])`` (TF's ``tf.scan``).
+
+    ``elems`` and the accumulator may be nested structures; with no
+    ``initializer`` the first element starts the scan (and is the first output).
+    ``reverse=True`` scans from the end. Lowered to ``lax.scan`` inside
+    ``tapejax.function``; eagerly a Python loop.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.scan(lambda a, x: a + x, tf.constant([1, 2, 3, 4])).numpy().tolist()
+        [1, 3, 6, 10]
+    """
+    return _scan_common(fn, elems, initializer, reverse, "tf.scan", True)
+
+
+def foldl(fn: Callable, elems: Any, initializer: Any = None, parallel_iterations: int = 10, back_prop: bool = True,
+          swap_memory: bool = False, name: str | None = None) -> Any:
+    """The final accumulator of ``a = fn(a, x)`` over ``elems`` from the first element (TF's ``tf.foldl``).
+
+    Example:
+        >>> import tapejax as tf
+        >>> int(tf.foldl(lambda a, x: a * 10 + x, tf.constant([1, 2, 3])))
+        123
+    """
+    return _scan_common(fn, elems, initializer, False, "tf.foldl", False)
+
+
+def foldr(fn: Callable, elems: Any, initializer: Any = None, parallel_iterations: int = 10, back_prop: bool = True,
+          swap_memory: bool = False, name: str | None = None) -> Any:
+    """The final accumulator of ``a = fn(a, x)`` over ``elems`` from the last element (TF's ``tf.foldr``).
+
+    Example:
+        >>> import tapejax as tf
+        >>> int(tf.foldr(lambda a, x: a * 10 + x, tf.constant([1, 2, 3])))
+        321
+    """
+    return _scan_common(fn, elems, initializer, True, "tf.foldr", False)
+
+
+def _output_dtypes(sig: Any) -> Any:
+    """fn_output_signature / dtype: a structure of dtypes (or TensorSpecs) -> a structure of np dtypes."""
+    def one(s: Any) -> Any:
+        d = getattr(s, "dtype", s)
+        return np.dtype(as_dtype(d)._np)
+
+    return jax.tree_util.tree_map(one, sig, is_leaf=lambda s: not isinstance(s, list | tuple | dict))
+
+
+def map_fn(fn: Callable, elems: Any, dtype: Any = None, parallel_iterations: int | None = None,
+           back_prop: bool = True, swap_memory: bool = False, infer_shape: bool = True, name: str | None = None,
+           fn_output_signature: Any = None) -> Any:
+    """``fn`` applied to each element along the first axis of ``elems``, results stacked (TF's ``tf.map_fn``).
+
+    ``elems`` may be a nested structure (``fn`` gets the same structure of
+    slices); ``fn_output_signature`` (or the deprecated ``dtype``) gives the
+    output structure and dtypes when they differ from ``elems``'. Eagerly a
+    Python loop; inside ``tapejax.function`` a ``lax.scan``.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.map_fn(lambda x: x * x, tf.constant([1.0, 2.0, 3.0])).numpy().tolist()
+        [1.0, 4.0, 9.0]
+        >>> tf.map_fn(lambda p: p[0] + p[1], (tf.constant([1, 2]), tf.constant([10, 20])),
+        ...           fn_output_signature=tf.int32).numpy().tolist()
+        [11, 22]
+    """
+    sig = fn_output_signature if fn_output_signature is not None else dtype
+    tensors, xs_tree, n = _elems(elems, "tf.map_fn")
+    if sig is not None:
+        expected = _output_dtypes(sig)
+        exp_tree = _flatten(expected)[1] if not isinstance(expected, np.dtype) else None
+        exp_dtypes = jax.tree_util.tree_leaves(expected)
+    else:
+        # TF: without a signature, fn must return elems' structure and dtypes.
+        exp_tree = xs_tree
+        exp_dtypes = [np.dtype(t._value.dtype) for t in tensors]
+
+    def apply(x: Any) -> Any:
+        y = fn(x)
+        yf, ytree = _flatten(y)
+        if len(exp_dtypes) != len(yf) or (exp_tree is not None and not _same_structure(exp_tree, ytree)):
+            raise ValueError(
+                "The two structures don't have the same nested structure: fn of tf.map_fn returned "
+                f"{ytree}, expected {exp_tree if exp_tree is not None else 'one tensor'} (pass fn_output_signature "
+                "when fn's output differs from elems)."
+            )
+        return _unflatten(ytree, [_as_tensor_dtype(v, d) for v, d in zip(yf, exp_dtypes)], y)
+
+    if _lowering([t._value for t in tensors]):
+        _, ys, (ytree, like) = _lowered_scan(lambda c, x: ((), apply(x)), [], _flatten(())[1], tensors, xs_tree, n,
+                                             False, "tf.map_fn")
+        return _unflatten(ytree, ys, like)
+    if n == 0:
+        # TF's eager map_fn stacks an empty TensorArray whose element shape it never learned.
+        zeros = [Tensor(jnp.zeros((0,), d)) for d in exp_dtypes]
+        if exp_tree is None:
+            return zeros[0]
+        return _unflatten(exp_tree, zeros, sig if sig is not None else elems)
+    outs = []
+    ytree = None
+    y_obj = None
+    for r in _rows(tensors):
+        y_obj = apply(_unflatten(xs_tree, r, elems))
+        yf, ytree = _flatten(y_obj)
+        outs.append([_as_tensor(y) for y in yf])
+    return _unflatten(ytree, _stack_all(outs, len(outs[0])), y_obj)
+
+
+def _as_tensor_dtype(v: Any, d: np.dtype) -> Tensor:
+    if isinstance(v, Tensor | VariableBase):
+        t = _as_tensor(v)
+        if np.dtype(t._value.dtype) != d:
+            raise errors.InvalidArgumentError(
+                f"TensorArray dtype is {d.name} but Op is trying to write dtype {np.dtype(t._value.dtype).name}: "
+                "fn of tf.map_fn must return the dtypes of fn_output_signature (elems' dtypes without one)."
+            )
+        return t
+    return convert_to_tensor(v, dtype=d.name)
+
+
+# --------------------------------------------------------------------------
+# vectorized_map: jax.vmap of the functionalized fn.
+
+
+def _vmap_impl(*vals: Any, body_br: tuple, n_xs: int) -> tuple:
+    xs = vals[:n_xs]
+    ext = vals[n_xs:]
+    return tuple(jax.vmap(lambda *x: tuple(_eval(body_br[0], body_br[1], ext, x)))(*xs))
+
+
+VMAP = _ControlFlowPrimitive("vectorized_map", _vmap_impl, multiple_results=True)
+
+
+def vectorized_map(fn: Callable, elems: Any, fallback_to_while_loop: bool = True, warn: bool = True) -> Any:
+    """``fn`` over the first axis of ``elems``, vectorized (TF's ``tf.vectorized_map``, here ``jax.vmap``).
+
+    The result equals ``tf.map_fn(fn, elems)``; ``fn`` runs once, traced, and
+    the batch is computed in one vectorized program, eagerly too. Gradients flow
+    to ``elems``, to tensors ``fn`` captures and to variables it reads; ``fn``
+    must not assign variables.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.vectorized_map(lambda x: tf.reduce_sum(x * x), tf.constant([[1.0, 2.0], [3.0, 4.0]])).numpy().tolist()
+        [5.0, 25.0]
+    """
+    tensors, xs_tree, _ = _elems(elems, "tf.vectorized_map")
+    x_avals = [jax.ShapeDtypeStruct(t._value.shape[1:], t._value.dtype) for t in tensors]
+    fb = _functionalize(fn, lambda arrays: (_unflatten(xs_tree, [Tensor(a) for a in arrays]),), x_avals, [],
+                        "fn")
+    if fb.written:
+        raise ValueError("fn of tf.vectorized_map must not assign variables: use tf.map_fn for a stateful fn.")
+    ext = _Externals()
+    cmap = ext.add_fn(fb)
+    outs = bind(VMAP, *tensors, *ext.inputs(), body_br=(fb.jaxpr, cmap), n_xs=len(tensors))
+    return _unflatten(fb.out_tree, outs, fb.like)

@@ -35,8 +35,6 @@ from .._ops._dtypes import (
     x64_enabled,
 )
 from .._ops._tensor import TensorShape, constant, convert_to_tensor, is_tensor
-# Control flow (tf.cond, tf.while_loop, ...): _tf/_control_flow.py.
-from ._control_flow import case, cond, switch_case, while_loop
 from ._autodiff import custom_gradient, recompute_grad, stop_gradient
 from ._explain import Explanation, NoneGradientCause, NoneGradientWarning, explain
 from ._function import Function, TensorSpec, function
@@ -44,6 +42,10 @@ from ._gradient_tape import GradientTape, UnconnectedGradients
 from ._namespace import populate as _populate
 from ._print import print_ as print  # noqa: A001  (TF's name)
 from ._variable import Variable
+
+# Control flow (tf.cond, tf.while_loop, tf.map_fn, ...): _tf/_control_flow.py.
+from ._control_flow import TensorArray, case, cond, foldl, foldr, map_fn, scan, switch_case, vectorized_map  # noqa: I001
+from ._control_flow import while_loop  # noqa: I001
 
 newaxis = None
 half = float16
@@ -63,7 +65,7 @@ __all__ = sorted(
         "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
         "newaxis", "half", "double",
         # control flow
-        "case", "cond", "switch_case", "while_loop",
+        "TensorArray", "case", "cond", "foldl", "foldr", "map_fn", "scan", "switch_case", "vectorized_map", "while_loop",
         *_OPS,
     }
 )
