@@ -639,6 +639,15 @@ def _source_tree(fn: types.FunctionType) -> ast.FunctionDef:
 def _transform(fn: types.FunctionType) -> tuple[ast.FunctionDef, list]:
     node = _source_tree(fn)
     node.decorator_list = []
+    # Defaults and annotations are evaluated where the def runs (the factory, which lacks the
+    # user's scope): placeholders here; the real defaults are the original function's.
+    a = node.args
+    a.defaults = [ast.Constant(None) for _ in a.defaults]
+    a.kw_defaults = [None if d is None else ast.Constant(None) for d in a.kw_defaults]
+    for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
+        if arg is not None:
+            arg.annotation = None
+    node.returns = None
     conv = _Converter(node)
     new = conv.run()
     return new, conv.freevars
@@ -646,6 +655,9 @@ def _transform(fn: types.FunctionType) -> tuple[ast.FunctionDef, list]:
 
 def _convert(fn: types.FunctionType) -> Callable:
     node, _ = _transform(fn)
+    # Not the function's own name: a recursive call must reach the original binding (a global
+    # or a closure cell), not the factory's local.
+    node.name = "__ag_converted"
     freevars = list(fn.__code__.co_freevars)
     # A factory binds the original closure names (and ag__) as enclosing locals; the
     # converted function is then rebuilt on the original closure cells, so it sees

@@ -132,6 +132,10 @@ _SINGLETON = (
 # --- capturing variables while a trace runs ---------------------------------------------------------
 
 
+class _CreatedInBody(Exception):
+    """A variable was created inside a control-flow body during the first trace."""
+
+
 class _Capture:
     """Pushed on ``_core.state.tracing`` while a step's Python runs; sees variable access.
 
@@ -171,6 +175,11 @@ class _Capture:
         if not self.allow_create:
             where = _where(user_frame())
             raise ValueError(where + ("ValueError: " if where else "") + _SINGLETON)
+        if _core.state.tracing and _core.state.tracing[-1] is not self and not self.new_vars:
+            # Created inside a tf.cond branch or loop body being traced (a lazy build in a
+            # loop): its initial value would live in that body. This first call runs eagerly
+            # instead (creating it for real), and the function is traced from the next call.
+            raise _CreatedInBody()
         self._seen.add(var._uid)
         self.new_vars.append(var)
         self.created_init.append(var._v)
@@ -196,6 +205,7 @@ class _Entry:
         self.flat: Callable | None = None
         self.flat_pure: Callable | None = None
         self.arg_slots: list = []
+        self.eager_once = False
 
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
@@ -401,6 +411,15 @@ class Function:
         entry, arrays, var_args = self._entry_for(args, kwargs)
         if entry.eager:
             return self._python_function(*args, **kwargs)
+        if entry.eager_once:
+            # A variable is created inside a control-flow body: this first call runs eagerly
+            # (TF's initialisation), then the function is traced again at once with creation
+            # refused, as TF's second trace (a variable created on every call raises here).
+            with self._lock:
+                self._entries = {k: e for k, e in self._entries.items() if e is not entry}
+            out = self._python_function(*args, **kwargs)
+            self._entry_for(args, kwargs)
+            return out
         if not kwargs and self.input_signature is None and all(type(a) is Tensor for a in args):
             self._fast[tuple((a._value.shape, a._value.dtype) for a in args)] = entry
         return self._run(entry, arrays, var_args)
@@ -436,7 +455,7 @@ class Function:
         key, arrays, var_args = self._key(leaves, treedef)
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None or (entry.jitted is None and not entry.eager):
+            if entry is None or (entry.jitted is None and not entry.eager and not entry.eager_once):
                 entry = self._entries[key] = _Entry()
                 try:
                     self._trace(entry, key, leaves, treedef, arrays)
@@ -559,7 +578,16 @@ class Function:
 
     def _trace(self, entry: _Entry, key: Any, leaves: list, treedef: Any, arrays: list) -> None:
         avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]
-        closed, cap, out_spec = self._trace_once(entry, leaves, treedef, avals, not self._traced_once)
+        try:
+            closed, cap, out_spec = self._trace_once(entry, leaves, treedef, avals, not self._traced_once)
+        except _CreatedInBody:
+            if any(isinstance(a, jax.ShapeDtypeStruct) for a in arrays):
+                raise ValueError("get_concrete_function: the function creates a variable inside a tf.cond or "
+                                 "loop body; call it once with tensors first.") from None
+            self._traced_once = True
+            self._trace_count += 1
+            entry.eager_once = True
+            return
         self._traced_once = True
         if cap.new_vars:
             # TF's initialisation trace: run only what computes the new variables' initial
