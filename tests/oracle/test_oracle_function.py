@@ -718,6 +718,29 @@ def loop_variable_changes_shape(tf):
     return ["no error"]
 
 
+@ag
+def actor_critic_style_episode_with_break(tf):
+    w = tf.Variable([[0.5], [-0.25]])
+
+    @tf.function
+    def episode(state, n):
+        total = tf.constant(0.0)
+        steps = tf.constant(0)
+        with tf.GradientTape() as tape:
+            for t in tf.range(n):
+                tf.autograph.experimental.set_loop_options(maximum_iterations=50)
+                action = tf.tanh(tf.matmul(state, w))
+                state = state * 0.9 + action * 0.3
+                total += tf.reduce_sum(state) * 0.5 ** tf.cast(t, tf.float32)
+                steps += 1
+                done = tf.reduce_sum(state) > 2.5
+                if done:
+                    break
+        return total, steps, tape.gradient(total, w)
+
+    return [episode(tf.constant([[1.0, 2.0]]), tf.constant(20)), episode(tf.constant([[0.1, 0.2]]), tf.constant(5))]
+
+
 @pytest.mark.parametrize("snippet", AG_CASES, ids=[c.__name__ for c in AG_CASES])
 def test_autograph_snippet_matches_tf(snippet, real_tf, capfd):
     want = outcome(snippet, real_tf, capfd)
