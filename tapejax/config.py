@@ -28,6 +28,34 @@ from __future__ import annotations
 
 import os
 
+_run_eagerly = False
+
+
+def run_functions_eagerly(run_eagerly: bool) -> None:
+    """Run every ``tf.function`` as plain Python (TF's ``tf.config.run_functions_eagerly``), for debugging.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.config.run_functions_eagerly(True)
+        >>> tf.config.functions_run_eagerly()
+        True
+        >>> tf.config.run_functions_eagerly(False)
+    """
+    global _run_eagerly
+    _run_eagerly = bool(run_eagerly)
+
+
+def functions_run_eagerly() -> bool:
+    """Whether ``run_functions_eagerly(True)`` is in effect (TF's ``tf.config.functions_run_eagerly``).
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.config.functions_run_eagerly()
+        False
+    """
+    return _run_eagerly
+
+
 explain_none_gradients: bool = os.environ.get("TAPEJAX_EXPLAIN_NONE", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "UnavailableError",
     "DataLossError",
     "UnauthenticatedError",
+    "OperatorNotAllowedInGraphError",
 ]
 
 
@@ -68,3 +69,8 @@ InternalError = _make("InternalError", "An internal invariant was broken.")
 UnavailableError = _make("UnavailableError", "A service is unavailable.")
 DataLossError = _make("DataLossError", "Unrecoverable data loss.")
 UnauthenticatedError = _make("UnauthenticatedError", "The request lacks valid credentials.")
+
+
+class OperatorNotAllowedInGraphError(TypeError):
+    """A symbolic tensor was used where Python needs a concrete value (``bool``, ``int``,
+    iteration) while a ``tf.function`` was traced, in code autograph did not convert."""

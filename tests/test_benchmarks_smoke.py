@@ -141,3 +141,12 @@ def test_rounds_merge_medians_and_minima():
     assert merged["wall_s"] == 3.0
     failed = {"ok": False, "error": "boom", "wall_s": 1.0}
     assert R.merge_rounds([res(1.0, 1.0, 1.0), failed]) is failed
+
+
+def test_autograph_benchmark_loops_agree():
+    """benchmarks/bench_autograph.py: the converted tapejax loop and the lax loop give the same
+    losses and weights (its main() asserts that before timing)."""
+    from benchmarks import bench_autograph as B
+
+    res = B.main(["--steps", "3", "--repeats", "1"])
+    assert res["ratio"] > 0

@@ -442,11 +442,10 @@ def test_creating_a_variable_in_a_lowered_branch_is_refused():
     def f(x):
         return tf.cond(x > 0, lambda: tf.Variable(1.0) * x, lambda: x)
 
-    # The first call runs eagerly (tapejax.function's lazy-build rule); a variable created on
-    # every call is refused, as tf.function refuses it.
-    assert float(f(tf.constant(1.0))) == 1.0
-    with pytest.raises(ValueError, match="variable"):
-        f(tf.constant(2.0))
+    # TF traces a variable-creating function twice and the second trace creates again: the
+    # first call already raises ValueError (checked against TF 2.21).
+    with pytest.raises(ValueError, match="[Vv]ariable"):
+        f(tf.constant(1.0))
 
 
 def test_vectorized_map_eager_matches_map_fn_and_records_one_op():

@@ -32,7 +32,8 @@ def test_mlp_classifier_eager_and_compiled(capsys):
     # Same seeds, same data: the compiled run reproduces the eager one (dropout masks included).
     assert r["function"]["accuracy"] == pytest.approx(r["eager"]["accuracy"], abs=1e-6)
     assert r["function"]["loss"] == pytest.approx(r["eager"]["loss"], rel=1e-4)
-    assert r["function"]["traces"] == 1
+    # The first call creates the optimizer's variables: TF traces such a function twice.
+    assert r["function"]["traces"] == 2
     out = capsys.readouterr().out
     assert len(re.findall(r"^Epoch [12]/2 - loss: \d+\.\d{4} - accuracy: \d\.\d{4}$", out, re.M)) == 4
     assert f"ran on {r['device']}" in out and r["device"]

@@ -1,30 +1,59 @@
-"""``tapejax.function``: a TF-style step (tape, gradient, variable updates) compiled into one
-XLA program with ``jax.jit``.
+"""``tapejax.function``: TF's ``tf.function`` — a Python step traced once per input
+signature into one XLA program, with TF's state semantics.
 
-Variables are captured the way ``tf.function`` captures them: the variables a
-trace reads become inputs of the compiled program and the ones it assigns
-become outputs, written back after each call. Discovery is by tracing: a trace
-that touches a variable it did not know about is redone with that variable as
-an input, and a trace that creates a variable (a lazy layer build, optimizer
-slots) is abandoned for one eager run of that first call, after which the step
-is traced with the new variables in place.
+State is handled the way ``tf.function`` handles resource variables:
+
+* The Python body runs only while tracing (``print`` and other Python side
+  effects happen then); the traced program runs on every call.
+* Every variable the trace reads or assigns becomes an input of the program the
+  moment it is first touched (a new argument of the JAX trace being built, so
+  the Python body never has to run twice to discover it), and every variable
+  it assigns is an output, written back after each call, in program order.
+* A trace that creates variables (a lazy layer build, optimizer slots) is TF's
+  first "initialisation" trace: the program computing only the initial values
+  is run once, then the function is traced again with the variables as inputs
+  (TF traces twice in this case, and counts two traces). Creating a variable in
+  any later trace raises TF's ``ValueError``.
+* Returned variables come back as their value after the call; returned Python
+  numbers and NumPy values come back as tensors.
+* Called while a tape records (or an accumulator is active), the traced program
+  is one recorded op over the tensor arguments and the variables it reads (TF's
+  call op): tapes differentiate through it and the Python does not run again.
+* Where autograph could not convert the code that failed (no source), the call
+  signature runs eagerly, with one ``tf.autograph.AutoGraphWarning``.
+
+With ``autograph=True`` (the default, as in TF) the Python function is first
+rewritten by ``tapejax._tf._autograph`` so that ``if``/``while``/``for`` on
+tensors become ``tf.cond``/``tf.while_loop``.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import threading
+import traceback
+import warnings
 from typing import Any, Callable
 
 import jax
 import numpy as np
+from jax._src import core as _jcore
+from jax._src import source_info_util as _siu
+from jax._src.interpreters import partial_eval as _pe
 
+from .. import config as _config
+from .. import errors
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
 from .._ops._dtypes import as_dtype
-from .._ops._tensor import TensorShape
+from .._ops._tensor import TensorShape, convert_to_tensor
+from . import _autograph
 
-__all__ = ["function", "Function", "TensorSpec"]
+__all__ = ["function", "Function", "TensorSpec", "ConcreteFunction"]
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_JAX_DIR = os.path.dirname(os.path.abspath(jax.__file__))
 
 
 class TensorSpec:
@@ -46,49 +75,115 @@ class TensorSpec:
         self.name = name
 
     def is_compatible_with(self, value: Any) -> bool:
+        if isinstance(value, TensorSpec):
+            return self.shape.is_compatible_with(value.shape) and self.dtype == value.dtype
         v = value._value if isinstance(value, Tensor | VariableBase) else np.asarray(value)
         return self.shape.is_compatible_with(v.shape) and self.dtype._np == v.dtype
+
+    def __eq__(self, other: Any) -> bool:
+        return (isinstance(other, TensorSpec) and self.dtype == other.dtype
+                and _dims(self.shape) == _dims(other.shape))
+
+    def __hash__(self) -> int:
+        return hash((_dims(self.shape), self.dtype._np))
 
     def __repr__(self) -> str:
         return f"TensorSpec(shape={self.shape}, dtype={self.dtype!r}, name={self.name!r})"
 
 
-class _Retrace(Exception):
-    """A trace met variables it did not capture; redo it with them as inputs."""
+def _dims(shape: TensorShape) -> Any:
+    try:
+        return tuple(shape.as_list())
+    except ValueError:
+        return None
 
-    def __init__(self, variables: list):
-        super().__init__("retrace")
-        self.variables = variables
+
+# --- where the user's code is (messages point there, not at tapejax or jax) -------------------------
 
 
-class _VariableCreated(Exception):
-    """A trace created a variable: run this first call eagerly instead."""
+def _is_internal(filename: str) -> bool:
+    f = os.path.abspath(filename)
+    return f.startswith(_PKG_DIR) or f.startswith(_JAX_DIR) or f.startswith(os.path.dirname(os.__file__))
+
+
+def user_frame(tb: Any = None) -> traceback.FrameSummary | None:
+    """The innermost stack frame (of ``tb``, else of the current stack) in user code."""
+    frames = traceback.extract_tb(tb) if tb is not None else traceback.extract_stack()
+    for fr in reversed(frames):
+        if not _is_internal(fr.filename) and not fr.filename.startswith("<frozen"):
+            return fr
+    return None
+
+
+def _where(fr: traceback.FrameSummary | None) -> str:
+    if fr is None:
+        return ""
+    line = f"\n        {fr.line}" if fr.line else ""
+    return f'in user code:\n\n    File "{fr.filename}", line {fr.lineno}, in {fr.name}{line}\n\n    '
+
+
+_SINGLETON = (
+    "tf.function only supports singleton tf.Variables created on the first call. Make sure the tf.Variable is "
+    "only created once or created outside tf.function. See https://www.tensorflow.org/guide/function#"
+    "creating_tfvariables for more information."
+)
+
+
+# --- capturing variables while a trace runs ---------------------------------------------------------
+
+
+class _CreatedInBody(Exception):
+    """A variable was created inside a control-flow body during the first trace."""
 
 
 class _Capture:
-    """Pushed on ``_core.state.tracing`` while a step's Python runs; sees variable access."""
+    """Pushed on ``_core.state.tracing`` while a step's Python runs; sees variable access.
 
-    def __init__(self, known: set, trace: bool):
-        self.known = known
-        self.trace = trace
-        self.touched: dict[int, VariableBase] = {}
-        self.saved: dict[int, tuple] = {}
+    A variable touched for the first time becomes a new input of the JAX trace
+    being built (``trace.new_arg``): the program takes it as an argument, so the
+    Python body runs once however late the variable is discovered.
+    """
+
+    def __init__(self, allow_create: bool):
+        self.allow_create = allow_create
+        self.trace: Any = None
+        self.bound: dict[int, Any] = {}
+        self.inputs: list[VariableBase] = []
+        self.input_vals: list[Any] = []
+        self.new_vars: list[VariableBase] = []
+        self.created_init: list[Any] = []
+        self._seen: set[int] = set()
 
     def read(self, var: VariableBase) -> None:
-        if var._uid not in self.known and var._uid not in self.touched:
-            self.touched[var._uid] = var
+        uid = var._uid
+        if uid in self._seen:
+            return
+        self._seen.add(uid)
+        v = var._v
+        tracer = self.trace.new_arg(_jcore.typeof(v), _siu.current())
+        self.inputs.append(var)
+        self.input_vals.append(tracer)
+        self.bound[uid] = tracer
+        cur = _core.state.bound
+        if cur is not None and cur is not self.bound and uid not in cur:
+            # An inner replay (custom_gradient) bound its own copy: it sees the input too.
+            cur[uid] = tracer
 
-    def write(self, var: VariableBase) -> None:
-        self.read(var)
-        if var._uid not in self.known and var._uid not in self.saved:
-            self.saved[var._uid] = (var, var._v)
+    write = read
 
     def created(self, var: VariableBase) -> None:
-        if self.trace:
-            raise _VariableCreated()
-        # Eager first run: the new variable is state of this step from now on.
-        self.known.add(var._uid)
-        self.touched[var._uid] = var
+        if not self.allow_create:
+            where = _where(user_frame())
+            raise ValueError(where + ("ValueError: " if where else "") + _SINGLETON)
+        if _core.state.tracing and _core.state.tracing[-1] is not self and not self.new_vars:
+            # Created inside a tf.cond branch or loop body being traced (a lazy build in a
+            # loop): its initial value would live in that body. This first call runs eagerly
+            # instead (creating it for real), and the function is traced from the next call.
+            raise _CreatedInBody()
+        self._seen.add(var._uid)
+        self.new_vars.append(var)
+        self.created_init.append(var._v)
+        self.bound[var._uid] = var._v
 
 
 def _is_leaf(x: Any) -> bool:
@@ -96,22 +191,71 @@ def _is_leaf(x: Any) -> bool:
 
 
 class _Entry:
-    """One trace key's compiled program and captured variables."""
+    """One trace key's traced program: captured variables, output structure, the compiled call."""
 
     def __init__(self) -> None:
         self.variables: list[VariableBase] = []
         self.jitted: Callable | None = None
         self.assigned: tuple = ()
         self.out_spec: Any = None
-        self.created_once = False
+        self.has_effects = False
+        self.concrete: ConcreteFunction | None = None
+        self.eager = False
+        self.closed: Any = None
+        self.flat: Callable | None = None
+        self.flat_pure: Callable | None = None
+        self.arg_slots: list = []
+        self.eager_once = False
+
+
+_TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
+                  jax.errors.TracerArrayConversionError, jax.errors.TracerIntegerConversionError)
+
+
+_JAX_NOTE = "For simplicity, JAX has removed its internal frames"
+
+
+def _in_user_code(e: BaseException) -> None:
+    """As TF: an error raised while tracing says where in the user's code it happened
+    (and not JAX's note about its own frames)."""
+    notes = getattr(e, "__notes__", None)
+    if notes:
+        e.__notes__ = [n for n in notes if _JAX_NOTE not in n]
+        if not e.__notes__:
+            del e.__notes__
+    if type(e) in (ValueError, TypeError, NotImplementedError, errors.OperatorNotAllowedInGraphError) \
+            and len(e.args) == 1 and isinstance(e.args[0], str) and not e.args[0].startswith("in user code"):
+        where = _where(user_frame(e.__traceback__))
+        if where:
+            e.args = (where + f"{type(e).__name__}: " + e.args[0],)
+
+
+def _graph_error(e: BaseException) -> errors.OperatorNotAllowedInGraphError:
+    what = {jax.errors.TracerBoolConversionError: "as a Python `bool`",
+            jax.errors.TracerIntegerConversionError: "as a Python `int` or index",
+            jax.errors.TracerArrayConversionError: "as a NumPy array"}.get(type(e), "as a Python value")
+    for fr in traceback.extract_tb(e.__traceback__):
+        if fr.name in ("_t_bool", "__bool__"):
+            what = "as a Python `bool`"
+        elif fr.name in ("_t_index", "__index__", "__int__", "<lambda>") and what == "as a NumPy array":
+            what = "as a Python `int` or `float`"
+    where = _where(user_frame(e.__traceback__))
+    return errors.OperatorNotAllowedInGraphError(
+        where + ("OperatorNotAllowedInGraphError: " if where else "")
+        + f"Using a symbolic `tf.Tensor` {what} is not allowed: inside a tf.function its value is not known "
+        "while the function is traced. AutoGraph converts `if`/`while`/`for` on tensors in the decorated "
+        "function (and in functions it calls); write other uses with tf.cond / tf.where, or compute the "
+        "Python value outside the function."
+    )
 
 
 class Function:
-    """A callable made by ``tapejax.function``: compiles ``python_function`` per input signature.
+    """A callable made by ``tapejax.function``: traces ``python_function`` per input signature.
 
     Retracing follows TF: a new tensor shape or dtype, or a different Python
     value argument, traces again; a variable's value never does. Python side
-    effects run at trace time (``print``), ``tf.print`` runs every call.
+    effects run at trace time (``print``), ``tf.print`` and every variable
+    read and assign the trace saw run on every call.
 
     Example:
         >>> import tapejax as tf
@@ -127,38 +271,72 @@ class Function:
     """
 
     def __init__(self, python_function: Callable, input_signature: Any = None, jit_compile: Any = None,
-                 reduce_retracing: bool = False, name: str | None = None):
-        self.python_function = python_function
+                 reduce_retracing: bool = False, name: str | None = None, autograph: bool = True,
+                 _owner: Function | None = None):
+        self._python_function = python_function
         self.input_signature = None if input_signature is None else list(input_signature)
         self.jit_compile = jit_compile
         self.reduce_retracing = bool(reduce_retracing)
+        self.autograph = bool(autograph)
+        self._name = name or getattr(python_function, "__name__", "function")
         self._entries: dict[Any, _Entry] = {}
         self._lock = threading.RLock()
         self._trace_count = 0
-        self._bound_instance: Any = None
+        self._tf_keys: set = set()
+        self._converted: Callable | None = None
+        # Variables may be created only in the first trace of this Function (TF's rule).
+        self._traced_once = False
+        self._warned = False
+        self._fast: dict = {}
         functools.update_wrapper(self, python_function)
+
+    @property
+    def python_function(self) -> Callable:
+        """The Python function this Function wraps (TF's ``Function.python_function``)."""
+        return self._python_function
+
+    @property
+    def name(self) -> str:
+        return self._name
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         # Methods: bind like a function, keeping one Function (and cache) per instance.
         if instance is None:
             return self
-        cache = instance.__dict__.setdefault("_tapejax_functions", {})
+        try:
+            cache = instance.__dict__.setdefault("_tapejax_functions", {})
+        except AttributeError:
+            return functools.partial(self.__call__, instance)
         bound = cache.get(id(self))
         if bound is None:
-            bound = Function(functools.partial(self.python_function, instance), self.input_signature,
-                             self.jit_compile, self.reduce_retracing)
+            bound = Function(functools.partial(self._python_function, instance), self.input_signature,
+                             self.jit_compile, self.reduce_retracing, self._name, self.autograph)
             cache[id(self)] = bound
         return bound
 
     def experimental_get_tracing_count(self) -> int:
-        """How many times the Python function has been traced (TF's method of the same name)."""
+        """How many times TF would have traced the Python function (TF's method of the same name).
+
+        With an ``input_signature``, shapes that differ only in ``None`` dimensions are one
+        trace to TF; tapejax compiles (and runs the Python) once per concrete shape, but counts
+        them as one trace, as TF does.
+        """
         return self._trace_count
 
     @property
     def trace_count(self) -> int:
         return self._trace_count
 
-    # --- calling -------------------------------------------------------------------
+    # --- autograph ---------------------------------------------------------------------
+
+    def _traced_callable(self) -> Callable:
+        if not self.autograph:
+            return self._python_function
+        if self._converted is None:
+            self._converted = _autograph.convert_for_trace(self._python_function)
+        return self._converted
+
+    # --- calling -----------------------------------------------------------------------
 
     def _check_signature(self, args: tuple, kwargs: dict) -> None:
         sig = self.input_signature
@@ -166,8 +344,8 @@ class Function:
             return
         if kwargs or len(args) != len(sig):
             raise TypeError(
-                f"{getattr(self.python_function, '__name__', 'function')} has an input_signature of "
-                f"{len(sig)} positional tensors; got {len(args)} positional and {len(kwargs)} keyword arguments."
+                f"{self._name} has an input_signature of {len(sig)} positional tensors; got {len(args)} "
+                f"positional and {len(kwargs)} keyword arguments."
             )
         for i, (a, spec) in enumerate(zip(args, sig)):
             if not spec.is_compatible_with(a):
@@ -177,34 +355,165 @@ class Function:
                     f"{spec!r}. Pass a tensor of that dtype and a compatible shape."
                 )
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _core.state.tracing or _core.state.recording or _core.state.accumulators:
-            # Inside another step's trace, inline. Under an eager tape that records,
-            # run the Python so that tape sees every op (replays are still compiled).
-            return self.python_function(*args, **kwargs)
-        self._check_signature(args, kwargs)
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
+    def _key(self, leaves: list, treedef: Any) -> tuple:
         key_parts = []
         arrays = []
+        var_args: list = []
         for x in leaves:
             if isinstance(x, VariableBase):
-                key_parts.append(("V", x._uid))
+                # TF traces a variable argument by its shape and dtype (and which arguments are
+                # the same variable), not by identity: another variable reuses the program.
+                alias = next(k for k, v in enumerate(var_args + [x]) if v._uid == x._uid)
+                key_parts.append(("V", tuple(x._v.shape), np.dtype(x._v.dtype), alias))
+                var_args.append(x)
             elif isinstance(x, Tensor | np.ndarray | jax.Array):
                 v = x._value if isinstance(x, Tensor) else x
                 key_parts.append(("T", tuple(v.shape), np.dtype(v.dtype)))
                 arrays.append(v)
+            elif isinstance(x, TensorSpec):
+                dims = _dims(x.shape)
+                if dims is None or any(d is None for d in dims):
+                    raise ValueError(
+                        f"{x!r} has unknown dimensions: XLA compiles for static shapes, so tapejax traces a "
+                        "concrete function for concrete shapes only. Pass a TensorSpec with every dimension known "
+                        "(or a tensor); calls with any shape compatible with the input_signature still work."
+                    )
+                key_parts.append(("T", tuple(dims), x.dtype._np))
+                arrays.append(jax.ShapeDtypeStruct(tuple(dims), x.dtype._np))
             else:
                 try:
                     hash(x)
                     key_parts.append(("P", type(x), x))
                 except TypeError:
                     key_parts.append(("O", id(x)))
-        key = (treedef, tuple(key_parts))
+        return (treedef, tuple(key_parts)), arrays, var_args
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _config.functions_run_eagerly():
+            return self._python_function(*args, **kwargs)
+        if _core.state.tracing:
+            # Inside another function's trace: inline (converted, as TF's autograph
+            # converts the functions a converted function calls).
+            return self._traced_callable()(*args, **kwargs)
+        if _core.state.recording or _core.state.accumulators:
+            return self._call_as_op(args, kwargs)
+        if not kwargs and self.input_signature is None:
+            # Fast path: only tensors, positionally (a training step's usual call).
+            try:
+                fkey = tuple((a._value.shape, a._value.dtype) for a in args if type(a) is Tensor)
+            except AttributeError:
+                fkey = None
+            if fkey is not None and len(fkey) == len(args):
+                entry = self._fast.get(fkey)
+                if entry is not None and entry.jitted is not None:
+                    return self._run(entry, [a._value for a in args], ())
+        self._check_signature(args, kwargs)
+        entry, arrays, var_args = self._entry_for(args, kwargs)
+        if entry.eager:
+            return self._python_function(*args, **kwargs)
+        if entry.eager_once:
+            # A variable is created inside a control-flow body: this first call runs eagerly
+            # (TF's initialisation), then the function is traced again at once with creation
+            # refused, as TF's second trace (a variable created on every call raises here).
+            with self._lock:
+                self._entries = {k: e for k, e in self._entries.items() if e is not entry}
+            out = self._python_function(*args, **kwargs)
+            self._entry_for(args, kwargs)
+            return out
+        if not kwargs and self.input_signature is None and all(type(a) is Tensor for a in args):
+            self._fast[tuple((a._value.shape, a._value.dtype) for a in args)] = entry
+        return self._run(entry, arrays, var_args)
+
+    def _call_as_op(self, args: tuple, kwargs: dict) -> Any:
+        """Under a recording tape (or accumulator): TF records the call as one op. The traced
+        program is bound as one primitive over the tensor arguments and the variables it
+        reads, so the tape differentiates through it (jax.vjp of the program) and the
+        Python body does not run again."""
+        self._check_signature(args, kwargs)
+        with _core.suspended():
+            entry, arrays, var_args = self._entry_for(args, kwargs)
+        if entry.eager:
+            return self._python_function(*args, **kwargs)
+        leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=_is_leaf)
+        data = [x for x in leaves if isinstance(x, Tensor | np.ndarray | jax.Array)]
+        variables = _vars_for(entry, var_args)
+        outs = _core.bind(_CALL, *data, *variables, entry=entry)
+        n_dyn = len(outs) - len(entry.assigned)
+        for i, t in zip(entry.assigned, outs[n_dyn:]):
+            var = variables[i]
+            _core.touch_variable(var)
+            var._value = t._value
+        if entry.has_effects:
+            jax.effects_barrier()
+        out_tree, static = entry.out_spec
+        it = iter(outs[:n_dyn])
+        res = [next(it) if s[0] == "T" else next(it)._value if s[0] == "A" else s[1] for s in static]
+        return jax.tree_util.tree_unflatten(out_tree, res)
+
+    def _entry_for(self, args: tuple, kwargs: dict) -> tuple:
+        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
+        key, arrays, var_args = self._key(leaves, treedef)
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None:
+            if entry is None or (entry.jitted is None and not entry.eager and not entry.eager_once):
                 entry = self._entries[key] = _Entry()
-        return self._run(entry, leaves, treedef, arrays)
+                try:
+                    self._trace(entry, key, leaves, treedef, arrays)
+                except errors.OperatorNotAllowedInGraphError as e:
+                    # Only where autograph could not convert the code that failed (no source,
+                    # a lambda); elsewhere TF raises the same error.
+                    if (not self.autograph or any(isinstance(a, jax.ShapeDtypeStruct) for a in arrays)
+                            or not _autograph.unconverted_in(getattr(e, "_tapejax_tb", None))):
+                        raise
+                    self._fall_back(entry, e)
+                else:
+                    # Which captured variable each variable argument of the traced call is.
+                    pos = {v._uid: i for i, v in enumerate(entry.variables)}
+                    entry.arg_slots = [pos.get(v._uid) for v in var_args]
+        return entry, arrays, var_args
+
+    def _fall_back(self, entry: _Entry, e: Exception) -> None:
+        # Code autograph could not convert (no source, a construct it does not handle):
+        # this call signature runs eagerly, op by op, which gives TF's numbers.
+        entry.eager = True
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"tf.function {self._name!r} could not be traced into one program, so it runs eagerly (Python, op "
+                f"by op: same numbers, slower, and Python side effects run on every call). {e}",
+                _autograph.AutoGraphWarning, stacklevel=4)
+
+    def get_concrete_function(self, *args: Any, **kwargs: Any) -> ConcreteFunction:
+        """The traced program for these arguments (tensors or ``TensorSpec``s), TF's method.
+
+        With no arguments, the ``input_signature`` is used. The result is callable with
+        tensors of that signature and describes its inputs and outputs.
+
+        Example:
+            >>> import tapejax as tf
+            >>> @tf.function
+            ... def f(x):
+            ...     return {"y": x * 2.0}
+            >>> cf = f.get_concrete_function(tf.TensorSpec([3], tf.float32))
+            >>> cf.structured_outputs
+            {'y': TensorSpec(shape=(3,), dtype=tf.float32, name=None)}
+            >>> cf(tf.constant([1.0, 2.0, 3.0]))["y"].numpy().tolist()
+            [2.0, 4.0, 6.0]
+        """
+        if not args and not kwargs and self.input_signature is not None:
+            args = tuple(self.input_signature)
+        if self.input_signature is not None and not kwargs:
+            for a, spec in zip(args, self.input_signature):
+                if isinstance(a, TensorSpec) and not spec.is_compatible_with(a):
+                    raise TypeError(f"{a!r} is not compatible with the input_signature {spec!r}.")
+        entry, _, _ = self._entry_for(args, kwargs)
+        if entry.concrete is None:
+            entry.concrete = ConcreteFunction(self, entry, args, kwargs)
+        return entry.concrete
+
+    def _tf_key(self, key: Any) -> Any:
+        # The key TF traces by: with an input_signature, one trace per signature.
+        return "signature" if self.input_signature is not None else key
 
     def _rebuild(self, leaves: list, treedef: Any, arrays: list) -> tuple:
         it = iter(arrays)
@@ -212,101 +521,296 @@ class Function:
         for x in leaves:
             if isinstance(x, Tensor | np.ndarray | jax.Array):
                 out.append(Tensor(next(it)))
+            elif isinstance(x, TensorSpec):
+                out.append(Tensor(next(it)))
             else:
                 out.append(x)
         args, kwargs = jax.tree_util.tree_unflatten(treedef, out)
         return args, kwargs
 
-    def _make_pure(self, entry: _Entry, leaves: list, treedef: Any) -> Callable:
-        variables = list(entry.variables)
+    def _trace_once(self, entry: _Entry, leaves: list, treedef: Any, avals: list, allow_create: bool) -> tuple:
+        cap = _Capture(allow_create)
+        fn = self._traced_callable()
+        side: dict[str, Any] = {}
 
-        def pure(var_vals: list, arrays: list) -> tuple:
-            cap = _Capture({v._uid for v in variables}, trace=True)
-            # The traced values are bound on this thread only (``state.bound``), never
-            # stored in the variables: another thread using them meanwhile sees real values.
+        def traced(arrays: list) -> tuple:
+            cap.trace = _jcore.trace_ctx.trace
             saved_bound = _core.state.bound
-            bound = _core.state.bound = {v._uid: val for v, val in zip(variables, var_vals)}
+            _core.state.bound = cap.bound
             _core.state.tracing.append(cap)
             try:
                 args, kwargs = self._rebuild(leaves, treedef, arrays)
-                out = self.python_function(*args, **kwargs)
-                new_vals = [bound[v._uid] for v in variables]
+                out = fn(*args, **kwargs)
+                out_leaves, out_tree = jax.tree_util.tree_flatten(out, is_leaf=_is_leaf)
+                dyn, static = [], []
+                for x in out_leaves:
+                    if isinstance(x, Tensor | VariableBase):
+                        # A variable returns its value after the call (its last assign).
+                        static.append(("T",))
+                        dyn.append(x._value)
+                    elif isinstance(x, jax.Array):
+                        static.append(("A",))
+                        dyn.append(x)
+                    elif isinstance(x, bool | int | float | complex | np.ndarray | np.generic):
+                        # TF returns Python numbers as tensors (int32 for an int, float32 for a float).
+                        static.append(("T",))
+                        dyn.append(convert_to_tensor(x)._value)
+                    else:
+                        static.append(("P", x))
+                finals = [cap.bound[v._uid] for v in cap.inputs]
+                created_finals = [cap.bound[v._uid] for v in cap.new_vars]
             finally:
                 _core.state.tracing.pop()
                 _core.state.bound = saved_bound
-                for v, o in cap.saved.values():
-                    v._v = o
-            if cap.touched:
-                raise _Retrace(list(cap.touched.values()))
-            out_leaves, out_tree = jax.tree_util.tree_flatten(out, is_leaf=_is_leaf)
-            dyn = []
-            static = []
-            for x in out_leaves:
-                if isinstance(x, Tensor | VariableBase):
-                    static.append(("T",))
-                    dyn.append(x._v if isinstance(x, VariableBase) else x._value)
-                elif isinstance(x, jax.Array):
-                    static.append(("A",))
-                    dyn.append(x)
-                else:
-                    static.append(("P", x))
-            assigned = tuple(i for i, (a, b) in enumerate(zip(var_vals, new_vals)) if a is not b)
-            entry.assigned = assigned
-            entry.out_spec = (out_tree, static)
-            # Counted once the trace completes: a trace redone to capture a newly seen
-            # variable is one trace to the user (its Python may still run twice).
+            side["out"] = (out_tree, static)
+            return dyn, finals, created_finals, list(cap.created_init)
+
+        try:
+            closed = jax.make_jaxpr(traced)(avals)
+        except _TRACER_ERRORS as e:
+            err = _graph_error(e)
+            err._tapejax_tb = e.__traceback__
+            raise err from None
+        except Exception as e:
+            _in_user_code(e)
+            raise
+        return closed, cap, side["out"]
+
+    def _trace(self, entry: _Entry, key: Any, leaves: list, treedef: Any, arrays: list) -> None:
+        avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]
+        try:
+            closed, cap, out_spec = self._trace_once(entry, leaves, treedef, avals, not self._traced_once)
+        except _CreatedInBody:
+            if any(isinstance(a, jax.ShapeDtypeStruct) for a in arrays):
+                raise ValueError("get_concrete_function: the function creates a variable inside a tf.cond or "
+                                 "loop body; call it once with tensors first.") from None
+            self._traced_once = True
             self._trace_count += 1
-            return dyn, [new_vals[i] for i in assigned]
+            entry.eager_once = True
+            return
+        self._traced_once = True
+        if cap.new_vars:
+            # TF's initialisation trace: run only what computes the new variables' initial
+            # values (no tf.print, no assigns), then trace again with them as inputs.
+            self._trace_count += 1
+            self._initialize(closed, cap, arrays)
+            closed, cap, out_spec = self._trace_once(entry, leaves, treedef, avals, False)
+        self._finish(entry, closed, cap, out_spec)
+        self._count_trace(key)
 
-        return jax.jit(pure)
+    def _initialize(self, closed: Any, cap: _Capture, arrays: list) -> None:
+        jaxpr = closed.jaxpr.replace(debug_info=closed.jaxpr.debug_info._replace(arg_names=None, result_paths=None))
+        jaxpr = _pe.convert_constvars_jaxpr(jaxpr)
+        # Drop top-level effects (tf.print) so that they do not run for the initial values.
+        eqns = [e for e in jaxpr.eqns if not e.effects]
+        jaxpr = jaxpr.replace(eqns=eqns, effects=_jcore.join_effects(*(e.effects for e in eqns)))
+        n_out = len(jaxpr.outvars)
+        n_init = len(cap.new_vars)
+        used = [False] * (n_out - n_init) + [True] * n_init
+        pruned, used_in = _pe.dce_jaxpr(jaxpr, used, instantiate=True)
+        ins = list(closed.consts) + list(arrays) + [v._v for v in cap.inputs]
+        ins = [x for x, u in zip(ins, used_in) if u]
+        vals = jax.jit(lambda xs: _jcore.eval_jaxpr(pruned, (), *xs))(ins)
+        for var, val in zip(cap.new_vars, vals):
+            var._v = val
 
-    def _run(self, entry: _Entry, leaves: list, treedef: Any, arrays: list) -> Any:
-        while True:
-            if entry.jitted is None:
-                entry.jitted = self._make_pure(entry, leaves, treedef)
-            try:
-                dyn, new = entry.jitted([v._v for v in entry.variables], arrays)
-                break
-            except _Retrace as r:
-                known = {v._uid for v in entry.variables}
-                entry.variables += [v for v in r.variables if v._uid not in known]
-                entry.jitted = None
-            except _VariableCreated:
-                entry.jitted = None
-                if entry.created_once:
-                    raise ValueError(
-                        "tapejax.function only supports variables created on the first call (like tf.function's "
-                        "singleton tf.Variables). Create the variable once, outside the function or on the first "
-                        "call only."
-                    ) from None
-                entry.created_once = True
-                return self._eager_first_call(entry, leaves, treedef, arrays)
-            except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
-                    jax.errors.TracerArrayConversionError, jax.errors.TracerIntegerConversionError) as e:
-                raise TypeError(
-                    "A tapejax.function used the value of a tensor in Python control flow (if/while/bool/float) "
-                    "while tracing. tapejax has no autograph: write the branch with tf.where / jnp.where, move "
-                    "the check outside the function, or call the function undecorated. Original error: "
-                    f"{e}"
-                ) from e
+    def _finish(self, entry: _Entry, closed: Any, cap: _Capture, out_spec: Any) -> None:
+        n_dyn = len(out_spec[1]) - sum(1 for s in out_spec[1] if s[0] == "P")
+        n_in = len(cap.inputs)
+        outvars = closed.jaxpr.outvars
+        invars = closed.jaxpr.invars
+        in_vars_of_vars = invars[len(invars) - n_in:]
+        finals = outvars[n_dyn:n_dyn + n_in]
+        assigned = tuple(i for i, (a, b) in enumerate(zip(in_vars_of_vars, finals)) if a is not b)
+        keep = list(range(n_dyn)) + [n_dyn + i for i in assigned]
+        fun = jax.extend.core.jaxpr_as_fun(closed)
+
+        def run(arrays: list, var_vals: list) -> tuple:
+            outs = fun(*arrays, *var_vals)
+            return [outs[k] for k in keep[:n_dyn]], [outs[k] for k in keep[n_dyn:]]
+
+        entry.variables = list(cap.inputs)
+        entry.assigned = assigned
+        entry.out_spec = out_spec
+        entry.has_effects = bool(closed.jaxpr.effects)
+        entry.jitted = jax.jit(run)
+        entry.closed = closed
+
+        def flat(*xs: Any) -> list:
+            outs = fun(*xs)
+            return [outs[k] for k in keep]
+
+        entry.flat = jax.jit(flat)
+        pure_fun = jax.extend.core.jaxpr_as_fun(_without_prints(closed))
+
+        def flat_pure(*xs: Any) -> list:
+            outs = pure_fun(*xs)
+            return [outs[k] for k in keep]
+
+        entry.flat_pure = flat_pure
+
+    def _count_trace(self, key: Any) -> None:
+        tf_key = self._tf_key(key)
+        if self.reduce_retracing and self.input_signature is None and self._tf_keys and key not in self._tf_keys:
+            # TF's reduce_retracing: after the first trace, a new shape is traced with every
+            # dimension unknown, which later shapes of the same rank reuse.
+            treedef, parts = key
+            tf_key = (treedef, tuple(("T", (None,) * len(p[1]), p[2]) if p[0] == "T" else p for p in parts))
+        if tf_key not in self._tf_keys:
+            self._tf_keys.add(tf_key)
+            self._trace_count += 1
+
+    def _run(self, entry: _Entry, arrays: list, var_args: Any) -> Any:
+        variables = _vars_for(entry, var_args) if var_args else entry.variables
+        dyn, new = entry.jitted(arrays, [v._v for v in variables])
         for i, val in zip(entry.assigned, new):
-            entry.variables[i]._value = val
+            variables[i]._value = val
+        if entry.has_effects:
+            # tf.print is synchronous in TF: its lines are out before the call returns.
+            jax.effects_barrier()
         out_tree, static = entry.out_spec
         it = iter(dyn)
         outs = [Tensor(next(it)) if s[0] == "T" else next(it) if s[0] == "A" else s[1] for s in static]
         return jax.tree_util.tree_unflatten(out_tree, outs)
 
-    def _eager_first_call(self, entry: _Entry, leaves: list, treedef: Any, arrays: list) -> Any:
-        cap = _Capture({v._uid for v in entry.variables}, trace=False)
-        _core.state.tracing.append(cap)
-        try:
-            args, kwargs = self._rebuild(leaves, treedef, arrays)
-            out = self.python_function(*args, **kwargs)
-        finally:
-            _core.state.tracing.pop()
-        known = {v._uid for v in entry.variables}
-        entry.variables += [v for v in cap.touched.values() if v._uid not in known]
-        return out
+
+def _spec_of(x: Any, name: str | None = None) -> Any:
+    if isinstance(x, TensorSpec):
+        return x if x.name is not None or name is None else TensorSpec(x.shape, x.dtype, name)
+    if isinstance(x, Tensor | VariableBase | np.ndarray | jax.Array | jax.ShapeDtypeStruct):
+        v = x._value if isinstance(x, Tensor | VariableBase) else x
+        return TensorSpec(tuple(v.shape), np.dtype(v.dtype), name)
+    return x
+
+
+def _vars_for(entry: _Entry, var_args: list) -> list:
+    """The entry's captured variables with this call's variable arguments in their places."""
+    if not var_args or not entry.arg_slots:
+        return entry.variables
+    out = list(entry.variables)
+    for slot, v in zip(entry.arg_slots, var_args):
+        if slot is not None:
+            out[slot] = v
+    return out
+
+
+def _call_impl(*xs: Any, entry: _Entry) -> list:
+    if any(isinstance(x, jax.core.Tracer) for x in xs):
+        # A tape's replay (jax.vjp of the recorded call): tf.print ran with the call, not again.
+        return entry.flat_pure(*xs)
+    return entry.flat(*xs)
+
+
+def _without_prints(closed: Any) -> Any:
+    """The program without its tf.print callbacks (nested in cond/while bodies too)."""
+    def strip(j: Any) -> Any:
+        eqns = []
+        for e in j.eqns:
+            if e.primitive.name == "debug_callback":
+                continue
+            new = {k: _map_jaxprs(v, strip) for k, v in e.params.items()}
+            eqns.append(e.replace(params=new) if any(new[k] is not e.params[k] for k in new) else e)
+        return j.replace(eqns=eqns)
+
+    return closed.replace(jaxpr=strip(closed.jaxpr))
+
+
+def _map_jaxprs(v: Any, f: Callable) -> Any:
+    if isinstance(v, jax.extend.core.ClosedJaxpr):
+        return v.replace(jaxpr=f(v.jaxpr))
+    if isinstance(v, jax.extend.core.Jaxpr):
+        return f(v)
+    if isinstance(v, tuple) and any(isinstance(x, jax.extend.core.ClosedJaxpr | jax.extend.core.Jaxpr) for x in v):
+        return tuple(_map_jaxprs(x, f) for x in v)
+    return v
+
+
+# A traced Function called under a recording tape: one op (TF's PartitionedCall).
+_CALL = _core.Primitive("function_call", _call_impl, multiple_results=True)
+
+
+class ConcreteFunction:
+    """One traced program of a ``Function`` (TF's ``ConcreteFunction``), from ``get_concrete_function``.
+
+    Calling it runs the program (it accepts tensors of its input signature only).
+    ``structured_input_signature`` is ``(args, kwargs)`` with ``TensorSpec`` leaves;
+    ``structured_outputs`` is the output structure with ``TensorSpec`` leaves;
+    ``inputs``/``outputs`` are the flat lists.
+
+    Example:
+        >>> import tapejax as tf
+        >>> f = tf.function(lambda x: x + 1)
+        >>> cf = f.get_concrete_function(tf.constant([1, 2]))
+        >>> cf.inputs
+        [TensorSpec(shape=(2,), dtype=tf.int32, name='x')]
+    """
+
+    def __init__(self, function: Function, entry: _Entry, args: tuple, kwargs: dict):
+        self._function = function
+        self._entry = entry
+        params = _param_names(function._python_function, len(args))
+        self._args = tuple(_spec_of(a, params[i] if i < len(params) else None) for i, a in enumerate(args))
+        self._kwargs = {k: _spec_of(v, k) for k, v in kwargs.items()}
+        out_tree, static = entry.out_spec
+        avals = entry.closed.out_avals[:sum(1 for s in static if s[0] != "P")] if entry.closed is not None else []
+        it = iter(avals)
+        leaves = []
+        for s_ in static:
+            if s_[0] == "P":
+                leaves.append(s_[1])
+            else:
+                a = next(it)
+                leaves.append(TensorSpec(tuple(a.shape), np.dtype(a.dtype)))
+        self._outputs = jax.tree_util.tree_unflatten(out_tree, leaves)
+        self.name = function._name
+
+    @property
+    def structured_input_signature(self) -> tuple:
+        return self._args, self._kwargs
+
+    @property
+    def structured_outputs(self) -> Any:
+        return self._outputs
+
+    @property
+    def inputs(self) -> list:
+        return [x for x in jax.tree_util.tree_leaves((self._args, self._kwargs)) if isinstance(x, TensorSpec)]
+
+    @property
+    def outputs(self) -> list:
+        return [x for x in jax.tree_util.tree_leaves(self._outputs) if isinstance(x, TensorSpec)]
+
+    @property
+    def function_type(self) -> Any:
+        return self.structured_input_signature
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        flat_specs = jax.tree_util.tree_leaves((self._args, self._kwargs))
+        flat_args = jax.tree_util.tree_leaves((args, kwargs), is_leaf=_is_leaf)
+        if len(flat_args) != len(flat_specs):
+            raise TypeError(f"{self.name} takes {len(flat_specs)} arguments (its structured_input_signature is "
+                            f"{self.structured_input_signature}); got {len(flat_args)}.")
+        for k, (a, spec) in enumerate(zip(flat_args, flat_specs)):
+            if isinstance(spec, TensorSpec):
+                t = a if isinstance(a, Tensor | VariableBase) else convert_to_tensor(a, dtype=spec.dtype)
+                if t.dtype != spec.dtype:
+                    raise errors.InvalidArgumentError(
+                        f"cannot compute {self.name} as input #{k}(zero-based) was expected to be a "
+                        f"{spec.dtype.name} tensor but is a {t.dtype.name} tensor")
+        return self._function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"ConcreteFunction {self.name}{self.structured_input_signature} -> {self._outputs!r}"
+
+
+def _param_names(fn: Any, n: int) -> list:
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+    return params[:n]
 
 
 def function(func: Callable | None = None, input_signature: Any = None, autograph: bool = True,
@@ -315,9 +819,12 @@ def function(func: Callable | None = None, input_signature: Any = None, autograp
     """Compile a TF-style function (tape, gradients, variable updates) with ``jax.jit``.
 
     Used as ``@tapejax.function`` or ``@tapejax.function(input_signature=[...])``.
-    ``autograph`` is accepted and ignored (tapejax does not rewrite Python control
-    flow); ``jit_compile`` is accepted (XLA always compiles); ``reduce_retracing``
-    is accepted, but XLA still compiles once per concrete shape.
+    ``autograph=True`` (TF's default) converts ``if``/``while``/``for`` on tensors
+    into ``tf.cond``/``tf.while_loop`` (``tapejax._tf._autograph``); ``jit_compile``
+    is accepted (XLA always compiles); ``reduce_retracing`` and ``None`` dimensions
+    in an ``input_signature`` change the trace count as in TF, but XLA still
+    compiles once per concrete shape. ``tf.config.run_functions_eagerly(True)``
+    runs the Python as it is, every call.
 
     Example:
         >>> import tapejax as tf
@@ -332,6 +839,7 @@ def function(func: Callable | None = None, input_signature: Any = None, autograp
     """
 
     def wrap(f: Callable) -> Function:
-        return Function(f, input_signature, jit_compile, reduce_retracing or bool(experimental_relax_shapes), name)
+        return Function(f, input_signature, jit_compile, reduce_retracing or bool(experimental_relax_shapes), name,
+                        autograph)
 
     return wrap if func is None else wrap(func)

@@ -8,15 +8,23 @@ from typing import Any
 import jax
 import numpy as np
 
+from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
 
 __all__ = ["print_"]
 
 
 def _scalar_text(v: Any) -> str:
-    if isinstance(v, np.floating):
-        s = str(v)
-        return s[:-2] if s.endswith(".0") else s
+    if isinstance(v, np.floating) or type(v).__name__ == "bfloat16":
+        # TF's DoubleToBuffer/FloatToBuffer: the short form (15 / 6 digits) when it reads
+        # back to the same value, else 17 / 9 digits.
+        if isinstance(v, np.float64):
+            x = float(v)
+            t = "%.15g" % x
+            return t if float(t) == x else "%.17g" % x
+        f = np.float32(v)
+        t = "%.6g" % f
+        return t if np.float32(float(t)) == f else "%.9g" % f
     if isinstance(v, np.bool_):
         return "1" if v else "0"
     if isinstance(v, bytes):
@@ -57,15 +65,19 @@ def print_(*inputs: Any, output_stream: Any = None, summarize: int = 3, sep: str
         >>> tf.print(tf.constant([8.0, 8.0]), output_stream=sys.stdout)
         [8 8]
     """
-    leaves = [v for v in inputs if isinstance(v, Tensor | VariableBase)]
-    if any(isinstance(v._value, jax.core.Tracer) for v in leaves):
-        # Inside a compiled step: print every call, with the runtime values.
+    if _core.state.tracing:
+        # Inside a tf.function trace: print on every call, with the runtime values,
+        # whatever the arguments are (Python values print every call too, as in TF).
+        flat, tree = jax.tree_util.tree_flatten(list(inputs), is_leaf=lambda x: isinstance(x, Tensor | VariableBase))
+        is_t = [isinstance(v, Tensor | VariableBase) for v in flat]
+
         def emit(*vals: Any) -> None:
             it = iter(vals)
-            concrete = [Tensor(next(it)) if isinstance(v, Tensor | VariableBase) else v for v in inputs]
-            print_(*concrete, output_stream=output_stream, summarize=summarize, sep=sep, end=end)
+            concrete = [Tensor(next(it)) if t else v for v, t in zip(flat, is_t)]
+            print_(*jax.tree_util.tree_unflatten(tree, concrete), output_stream=output_stream, summarize=summarize,
+                   sep=sep, end=end)
 
-        jax.debug.callback(emit, *[v._value for v in leaves], ordered=True)
+        jax.debug.callback(emit, *[v._value for v, t in zip(flat, is_t) if t], ordered=True)
         return
     stream = sys.stderr if output_stream is None else output_stream
     text = sep.join(format_value(v, summarize) for v in inputs) + end

@@ -7,7 +7,7 @@ imports the package root back.
 
 from __future__ import annotations
 
-from .. import autodiff, bitwise, config, debugging, dtypes, errors, linalg, math, nn, random
+from .. import autodiff, autograph, bitwise, config, debugging, dtypes, errors, linalg, math, nn, random, saved_model
 from .._core._recorder import Tensor
 from .._engine._replay import cache_clear as replay_cache_clear
 from .._engine._replay import cache_info as replay_cache_info
@@ -68,7 +68,7 @@ _OPS = _populate(globals(), "")  # top-level ops from the table: tf.sin, tf.redu
 
 __all__ = sorted(
     {
-        "autodiff", "bitwise", "config", "debugging", "dtypes", "errors", "linalg", "math", "nn", "random",
+        "autodiff", "autograph", "bitwise", "config", "debugging", "dtypes", "errors", "linalg", "math", "nn", "random", "saved_model",
         "Tensor", "replay_cache_clear", "replay_cache_info", "set_replay_cache_size", "set_replay_compile",
         "DType", "as_dtype", "bfloat16", "bool", "complex64", "complex128", "enable_x64", "float16", "float32",
         "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "x64_enabled",

@@ -1,0 +1,182 @@
+"""``tf.saved_model``: save an object's ``tf.function``s as serialized XLA programs (``jax.export``).
+
+``save(obj, export_dir)`` exports every ``tf.function`` of ``obj`` that has an
+``input_signature`` with known shapes (or the ``signatures`` given), with the
+values of the variables those programs use. ``load(export_dir)`` returns an
+object with the same function names; calling one runs the saved program (no
+Python of the original is needed) and updates the loaded variables it assigns.
+The format is tapejax's own (a directory of ``jax.export`` blobs and an
+``.npz``), not TF's SavedModel protocol buffers: TF cannot read it, and tapejax
+cannot read TF's. Programs that call back into Python (``tf.print``) cannot be
+exported (``NotImplementedError``); checkpoints of variables alone are
+``tf.train.Checkpoint``'s job.
+
+Example:
+    >>> import tempfile, tapejax as tf
+    >>> class Scale:
+    ...     def __init__(self):
+    ...         self.w = tf.Variable(3.0)
+    ...     @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+    ...     def __call__(self, x):
+    ...         return x * self.w
+    >>> d = tempfile.mkdtemp()
+    >>> tf.saved_model.save(Scale(), d)
+    >>> loaded = tf.saved_model.load(d)
+    >>> loaded(tf.constant([1.0, 2.0])).numpy().tolist()
+    [3.0, 6.0]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from typing import Any
+
+import jax
+import numpy as np
+from jax import export as _export
+
+from ._core._recorder import Tensor, VariableBase
+from ._tf._function import ConcreteFunction, Function
+from ._tf._variable import Variable
+
+__all__ = ["save", "load"]
+
+_FORMAT = "tapejax-saved-model-1"
+
+
+def _functions_of(obj: Any, signatures: Any) -> dict:
+    if signatures is not None:
+        if isinstance(signatures, Function | ConcreteFunction):
+            return {"serving_default": signatures}
+        return dict(signatures)
+    found: dict = {}
+    if isinstance(obj, Function):
+        return {"__call__": obj}
+    for name in dir(type(obj)):
+        attr = getattr(type(obj), name, None)
+        if isinstance(attr, Function):
+            found[name] = getattr(obj, name)
+    for name, attr in vars(obj).items() if hasattr(obj, "__dict__") else ():
+        if isinstance(attr, Function):
+            found[name] = attr
+    return found
+
+
+def _concrete(fn: Any, name: str) -> ConcreteFunction:
+    if isinstance(fn, ConcreteFunction):
+        return fn
+    if fn.input_signature is None:
+        raise ValueError(
+            f"tf.saved_model.save: the tf.function {name!r} has no input_signature, so there is no program to "
+            "save. Give it input_signature=[tf.TensorSpec(...)] with known shapes, or pass "
+            "signatures={'name': f.get_concrete_function(tf.TensorSpec(...))}."
+        )
+    return fn.get_concrete_function()
+
+
+def save(obj: Any, export_dir: str, signatures: Any = None, options: Any = None) -> None:
+    """Export ``obj``'s ``tf.function``s (those with an ``input_signature``) and their variables."""
+    fns = _functions_of(obj, signatures)
+    if not fns:
+        raise ValueError(f"tf.saved_model.save: {type(obj).__name__} has no tf.function to save.")
+    os.makedirs(export_dir, exist_ok=True)
+    variables: list = []
+    index: dict = {}
+    meta: dict = {"format": _FORMAT, "functions": {}}
+    for name, fn in fns.items():
+        cf = _concrete(fn, name)
+        entry = cf._entry
+        if entry.has_effects:
+            raise NotImplementedError(
+                f"tf.saved_model.save: {name!r} calls back into Python (tf.print), which a serialized XLA "
+                "program cannot hold. Remove the tf.print, or save the variables with tf.train.Checkpoint."
+            )
+        in_specs = [a for a in cf.inputs]
+        arrays = [jax.ShapeDtypeStruct(tuple(s.shape.as_list()), s.dtype._np) for s in in_specs]
+        var_avals = [jax.ShapeDtypeStruct(v._v.shape, v._v.dtype) for v in entry.variables]
+        try:
+            exported = _export.export(entry.jitted)(arrays, var_avals)
+        except Exception as e:  # noqa: BLE001  (any export failure is this one error to the user)
+            raise NotImplementedError(f"tf.saved_model.save: {name!r} could not be exported with jax.export: {e}") from e
+        for v in entry.variables:
+            if v._uid not in index:
+                index[v._uid] = len(variables)
+                variables.append(v)
+        with open(os.path.join(export_dir, f"fn_{len(meta['functions'])}.bin"), "wb") as f:
+            f.write(exported.serialize())
+        with open(os.path.join(export_dir, f"fn_{len(meta['functions'])}.tree"), "wb") as f:
+            pickle.dump({"in_tree": jax.tree_util.tree_structure((cf._args, cf._kwargs)), "out": entry.out_spec}, f)
+        meta["functions"][name] = {
+            "file": len(meta["functions"]),
+            "variables": [index[v._uid] for v in entry.variables],
+            "assigned": list(entry.assigned),
+        }
+    np.savez(os.path.join(export_dir, "variables.npz"),
+             **{f"v{k}": np.asarray(v._v) for k, v in enumerate(variables)})
+    meta["variables"] = [{"name": getattr(v, "name", f"v{k}"), "trainable": v._trainable} for k, v in enumerate(variables)]
+    with open(os.path.join(export_dir, "tapejax_saved_model.json"), "w") as f:
+        json.dump(meta, f)
+
+
+class _LoadedFunction:
+    def __init__(self, exported: Any, tree: dict, variables: list, assigned: list, name: str):
+        self._exported = exported
+        self._in_tree = tree["in_tree"]
+        self._out = tree["out"]
+        self._variables = variables
+        self._assigned = assigned
+        self.__name__ = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=lambda x: isinstance(x, Tensor | VariableBase))
+        arrays = [x._value if isinstance(x, Tensor | VariableBase) else np.asarray(x) for x in leaves]
+        dyn, new = self._exported.call(arrays, [v._v for v in self._variables])
+        for i, val in zip(self._assigned, new):
+            self._variables[i]._value = val
+        out_tree, static = self._out
+        it = iter(dyn)
+        outs = [Tensor(next(it)) if s[0] == "T" else next(it) if s[0] == "A" else s[1] for s in static]
+        return jax.tree_util.tree_unflatten(out_tree, outs)
+
+
+class _Loaded:
+    """What ``load`` returns: the saved functions as attributes, ``signatures``, ``variables``."""
+
+    def __init__(self) -> None:
+        self.signatures: dict = {}
+        self.variables: list = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fn = self.__dict__.get("__call__") or self.signatures.get("serving_default")
+        if fn is None:
+            raise TypeError("This loaded object was saved without a __call__ function.")
+        return fn(*args, **kwargs)
+
+
+def load(export_dir: str, tags: Any = None, options: Any = None) -> Any:
+    """Load what ``save`` wrote: an object whose attributes are the saved functions."""
+    path = os.path.join(export_dir, "tapejax_saved_model.json")
+    if not os.path.exists(path):
+        raise NotImplementedError(
+            f"{export_dir} is not a tapejax saved model (no tapejax_saved_model.json). tapejax cannot read TF's "
+            "SavedModel protocol buffers: load it with TensorFlow, or re-export the model from tapejax."
+        )
+    with open(path) as f:
+        meta = json.load(f)
+    vals = np.load(os.path.join(export_dir, "variables.npz"))
+    variables = [Variable(vals[f"v{k}"], trainable=m["trainable"], name=m["name"].split(":")[0])
+                 for k, m in enumerate(meta["variables"])]
+    out = _Loaded()
+    out.variables = variables
+    for name, info in meta["functions"].items():
+        with open(os.path.join(export_dir, f"fn_{info['file']}.bin"), "rb") as f:
+            exported = _export.deserialize(bytearray(f.read()))
+        with open(os.path.join(export_dir, f"fn_{info['file']}.tree"), "rb") as f:
+            tree = pickle.load(f)  # noqa: S301  (written by save() above)
+        fn = _LoadedFunction(exported, tree, [variables[k] for k in info["variables"]], info["assigned"], name)
+        out.signatures[name] = fn
+        if name.isidentifier():
+            out.__dict__[name] = fn
+    return out
