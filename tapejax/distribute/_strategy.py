@@ -34,7 +34,8 @@ from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
 from .._ops._tensor import convert_to_tensor
 from .._tf import _distribute_ctx as _ctx
-from .._tf._function import _Capture, _Retrace, _VariableCreated
+from .._tf._function import _Capture as _FunctionCapture
+from .._tf._function import _CreatedInBody
 from ._values import InputContext, PerReplica, ReduceOp
 
 __all__ = [
@@ -110,6 +111,45 @@ def _combine(var: VariableBase, old: Any, new: Any) -> Any:
             "(get_replica_context().all_reduce)."
         )
     return new
+
+
+
+class _Retrace(Exception):
+    """A replicated step's trace met variables it did not capture; redo it with them as inputs."""
+
+    def __init__(self, variables: list):
+        super().__init__("retrace")
+        self.variables = variables
+
+
+class _VariableCreated(Exception):
+    """A replicated step's trace created a variable: build the variables first (``_build_pass``)."""
+
+
+class _Capture:
+    """Pushed on ``_core.state.tracing`` while the SPMD body traces; sees variable access.
+
+    The body is traced inside ``shard_map``: a variable it meets for the first time
+    must become an explicit (replicated) input of the mapped function, so the trace
+    is redone with it (``_Retrace``) rather than extended in place.
+    """
+
+    def __init__(self, known: set):
+        self.known = known
+        self.touched: dict[int, VariableBase] = {}
+        self.saved: dict[int, tuple] = {}
+
+    def read(self, var: VariableBase) -> None:
+        if var._uid not in self.known and var._uid not in self.touched:
+            self.touched[var._uid] = var
+
+    def write(self, var: VariableBase) -> None:
+        self.read(var)
+        if var._uid not in self.known and var._uid not in self.saved:
+            self.saved[var._uid] = (var, var._v)
+
+    def created(self, var: VariableBase) -> None:
+        raise _VariableCreated()
 
 
 class _Entry:
@@ -378,7 +418,7 @@ class Strategy:
         n = self.num_replicas_in_sync
 
         def body(var_vals: list, arrays: list) -> tuple:
-            cap = _Capture({v._uid for v in variables}, trace=True)
+            cap = _Capture({v._uid for v in variables})
             saved_bound = _core.state.bound
             bound = _core.state.bound = {v._uid: val for v, val in zip(variables, var_vals)}
             _core.state.tracing.append(cap)
@@ -419,7 +459,7 @@ class Strategy:
     def _run_spmd(self, entry: _Entry, fn: Callable, leaves: list, treedef: Any) -> Any:
         arrays, specs = self._dynamic(leaves)
         arrays = [self._put(a, s) for a, s in zip(arrays, specs)]
-        outer_trace = any(getattr(c, "trace", False) for c in _core.state.tracing)
+        outer = [c for c in _core.state.tracing if isinstance(c, _FunctionCapture)]
         while True:
             if entry.jitted is None:
                 entry.jitted = self._make_step(entry, fn, leaves, treedef, specs)
@@ -435,8 +475,15 @@ class Strategy:
                 entry.jitted = None
             except _VariableCreated:
                 entry.jitted = None
-                if outer_trace:
-                    raise  # the enclosing tapejax.function runs this first call eagerly
+                if outer:
+                    if not outer[-1].allow_create:
+                        raise ValueError(
+                            "tf.function only supports singleton tf.Variables created on the first call: a variable "
+                            "was created inside strategy.run in a later trace. Create it once, on the first call."
+                        ) from None
+                    # The enclosing tapejax.function runs this first call eagerly (TF's
+                    # initialisation run), where the build pass below creates the variables.
+                    raise _CreatedInBody() from None
                 self._build_pass(fn, leaves, treedef, arrays)
             except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
                     jax.errors.TracerArrayConversionError, jax.errors.TracerIntegerConversionError) as e:
