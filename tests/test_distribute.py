@@ -36,7 +36,10 @@ def _env(devices: int, **extra: str) -> dict:
 
 def run_program(tmp_path: Path, mode: str, devices: int = 1, **extra: str) -> dict:
     out = tmp_path / f"{mode}.npz"
-    r = subprocess.run([sys.executable, PROGRAMS, mode, str(out)], env=_env(devices, **extra), capture_output=True,
+    env = _env(devices, **extra)
+    if mode.startswith("tf-"):
+        env.pop("KERAS_BACKEND", None)  # real TF's tf.keras: Keras on TF's backend
+    r = subprocess.run([sys.executable, PROGRAMS, mode, str(out)], env=env, capture_output=True,
                        text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return dict(np.load(out))

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import errors
+from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
 from . import _module
 from ._function import Function
@@ -110,7 +111,11 @@ def _variables(root: Any) -> dict:
 
 
 def _numpy(v: Any) -> np.ndarray:
-    a = v.numpy()
+    if not isinstance(v, VariableBase) and hasattr(v, "_value"):
+        # A Keras variable: its storage directly (Keras 3.15's numpy() warns under NumPy 2).
+        a = np.asarray(v._value)
+    else:
+        a = v.numpy()
     if isinstance(a, bytes) or (isinstance(a, np.ndarray) and a.dtype.kind in "SO"):
         return np.asarray(a, dtype=object)  # a string variable: saved beside the arrays, not by Orbax
     return np.asarray(a)
@@ -180,7 +185,20 @@ def _assign(var: Any, value: np.ndarray, key: str) -> None:
         raise errors.InvalidArgumentError(
             f"tensor_name = {key}; expected dtype {getattr(var.dtype, 'name', want)} does not equal original dtype "
             f"{value.dtype} [Op:RestoreV2]")
-    var.assign(value.astype(want) if value.dtype != want else value)
+    value = value.astype(want) if value.dtype != want else value
+    for cap in reversed(_core.state.tracing):
+        # A variable created by the tf.function trace in progress (a lazy build after the
+        # restore): the restored value is its initial value, as TF's deferred restoration
+        # makes the checkpoint its initializer; an assign would be undone by the trace's
+        # initialisation pass, which recomputes the value the variable was created with.
+        new_vars = getattr(cap, "new_vars", None)
+        if new_vars:
+            for k, v in enumerate(new_vars):
+                if v is var:
+                    cap.created_init[k] = value
+                    cap.bound[var._uid] = value
+                    return
+    var.assign(value)
 
 
 class _Restoration:

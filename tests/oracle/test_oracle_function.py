@@ -342,22 +342,6 @@ def leaked_tensor_numpy_raises_attribute_error(tf):
 
 
 @case
-def optimizer_built_inside_the_step_raises(tf):
-    w = tf.Variable([1.0, 2.0])
-
-    @tf.function
-    def step(x):
-        opt = tf.keras.optimizers.SGD(0.1)
-        with tf.GradientTape() as t:
-            loss = tf.reduce_sum(w * x)
-        opt.apply_gradients(zip([t.gradient(loss, w)], [w]))
-        return loss
-
-    step(tf.constant([1.0, 1.0]))
-    return ["no error"]
-
-
-@case
 def variable_arguments_trace_by_spec(tf):
     @tf.function
     def f(v):
@@ -845,3 +829,14 @@ def test_function_api_matches_tf(snippet, real_tf, capfd):
     got = outcome(snippet, tapejax, capfd)
     assert got == want
 
+
+
+def test_optimizer_built_inside_the_step_raises_as_in_tf():
+    # TF's side builds tf.keras's SGD: it runs in a subprocess with TF's own Keras backend.
+    import _tf_keras_jobs
+    from _tf_side import TFError, run_tf_jobs
+
+    theirs = run_tf_jobs(_tf_keras_jobs.__file__, [("opt", "optimizer_built_inside_the_step", ())])["opt"]
+    assert isinstance(theirs, TFError) and theirs.cls == "ValueError", theirs
+    with pytest.raises(ValueError):
+        _tf_keras_jobs.optimizer_built_inside_the_step(tapejax)

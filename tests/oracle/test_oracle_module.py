@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 from _seed_helpers import assert_same, keep_log_once_budget, outcome  # noqa: F401  (autouse fixture)
+import _tf_keras_jobs
+from _tf_side import result, run_tf_jobs
 
 import tapejax
 
@@ -812,43 +814,6 @@ def c_checkpoint_manager(tf):
 
 
 @case
-def c_checkpoint_restores_optimizer_slots(tf):
-    # Train, save, rebuild model and optimizer, restore, train on: Adam's moments and step count come back.
-    d = _Tmp().path
-
-    def make():
-        m = tf.Module()
-        m.w = tf.Variable([[0.5, -0.3], [0.1, 0.2]])
-        m.b = tf.Variable([0.0, 0.1])
-        return m, tf.keras.optimizers.Adam(learning_rate=0.1)
-
-    x = tf.constant([[1.0, 2.0], [3.0, -1.0]])
-
-    def step(m, opt):
-        with tf.GradientTape() as g:
-            loss = tf.reduce_sum((x @ m.w + m.b) ** 2)
-        opt.apply_gradients(zip(g.gradient(loss, [m.w, m.b]), [m.w, m.b]))
-
-    m, opt = make()
-    for _ in range(3):
-        step(m, opt)
-    path = tf.train.Checkpoint(model=m, optimizer=opt).save(d + "/ck")
-    for _ in range(2):
-        step(m, opt)
-    m2, opt2 = make()
-    opt2.build([m2.w, m2.b])
-    tf.train.Checkpoint(model=m2, optimizer=opt2).restore(path)
-    restored_iterations = int(opt2.iterations.numpy())
-    for _ in range(2):
-        step(m2, opt2)
-    # Compared within each framework (the optimizer's own numbers are tapejax.keras's business):
-    # training on from the restore must equal training without the interruption.
-    return [restored_iterations, bool(np.allclose(m2.w.numpy(), m.w.numpy(), rtol=1e-6, atol=1e-7)),
-            bool(np.allclose(m2.b.numpy(), m.b.numpy(), rtol=1e-6, atol=1e-7))]
-
-
-
-@case
 def c_guide_intro_to_modules_checkpoints(tf):
     # TF's guide "Introduction to modules": lazily built modules, tf.function, write / list / restore,
     # the restore happening before the new model builds its variables.
@@ -899,3 +864,10 @@ def c_guide_intro_to_modules_checkpoints(tf):
 @pytest.mark.parametrize("snippet", CASES["checkpoints"])
 def test_checkpoints_match_tf(snippet, real_tf):
     check(snippet, real_tf)
+
+
+def test_checkpoint_restores_optimizer_slots_matches_tf():
+    # TF's side uses tf.keras's Adam: it runs in a subprocess with TF's own Keras backend
+    # (this process's keras is the JAX one, which TF's Checkpoint cannot track).
+    expected = result(run_tf_jobs(_tf_keras_jobs.__file__, [("slots", "checkpoint_restores_optimizer_slots", ())]), "slots")
+    assert _tf_keras_jobs.checkpoint_restores_optimizer_slots(tapejax) == expected
