@@ -38,6 +38,21 @@ BEGIN, END = "<!-- first-gradient:begin -->", "<!-- first-gradient:end -->"
 _CHAIN_OPS = ["sin", "mul", "tanh", "add", "sin", "sub", "tanh", "add"]
 
 
+def _chain(lib, x, n: int):
+    """The chain's ops on ``x``, with ``lib`` (tapejax, tensorflow or torch: the same names)."""
+    for i in range(n):
+        op = _CHAIN_OPS[i % len(_CHAIN_OPS)]
+        if op == "mul":
+            x = x * 0.99
+        elif op == "add":
+            x = x + 0.01
+        elif op == "sub":
+            x = x - 0.02
+        else:
+            x = getattr(lib, op)(x)
+    return x
+
+
 def _tf_step(tf, workload: str):
     if workload.startswith("euler_"):
         n = int(workload.split("_")[1])
@@ -57,18 +72,7 @@ def _tf_step(tf, workload: str):
 
     def step():
         with tf.GradientTape() as t:
-            x = w
-            for i in range(n):
-                op = _CHAIN_OPS[i % len(_CHAIN_OPS)]
-                if op == "mul":
-                    x = x * 0.99
-                elif op == "add":
-                    x = x + 0.01
-                elif op == "sub":
-                    x = x - 0.02
-                else:
-                    x = getattr(tf, op)(x) if op != "sigmoid" else tf.sigmoid(x)
-            loss = tf.reduce_sum(x)
+            loss = tf.reduce_sum(_chain(tf, w, n))
         return t.gradient(loss, w)
 
     return step
@@ -92,18 +96,7 @@ def _torch_step(torch, workload: str):
     w = torch.linspace(0.1, 1.0, 16, requires_grad=True)
 
     def step():
-        x = w
-        for i in range(n):
-            op = _CHAIN_OPS[i % len(_CHAIN_OPS)]
-            if op == "mul":
-                x = x * 0.99
-            elif op == "add":
-                x = x + 0.01
-            elif op == "sub":
-                x = x - 0.02
-            else:
-                x = getattr(torch, op)(x)
-        (g,) = torch.autograd.grad(x.sum(), [w])
+        (g,) = torch.autograd.grad(_chain(torch, w, n).sum(), [w])
         return g
 
     return step
