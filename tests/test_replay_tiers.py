@@ -255,3 +255,25 @@ def test_bad_tier_environment_variable_fails_at_import():
                        env={"TAPEJAX_REPLAY_TIER": "fastest", "PATH": "/usr/bin:/bin"})
     assert r.returncode != 0
     assert "TAPEJAX_REPLAY_TIER must be one of auto, interpret, compile" in r.stderr
+
+
+def test_exit_during_a_background_compile_waits_instead_of_aborting():
+    # XLA aborts the process ("terminate called ...") if Python shuts down while a compile
+    # runs on the background thread: the program must exit cleanly, with status 0.
+    code = (
+        "import tapejax as tf\n"
+        "k = tf.Variable(2.0)\n"
+        "for _ in range(2):\n"
+        "    x = tf.constant([1.0, 0.0])\n"
+        "    with tf.GradientTape() as t:\n"
+        "        for _ in range(60):\n"
+        "            x = x + 0.01 * tf.stack([x[1], -k * x[0] - 0.1 * x[1]])\n"
+        "        loss = tf.reduce_sum(x * x)\n"
+        "    g = t.gradient(loss, k)\n"
+        "print(tf.replay_cache_info().background_compiles, float(g))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    started, g = r.stdout.split()
+    assert started == "1"
+    np.testing.assert_allclose(float(g), float(jax.grad(_euler_jax)(2.0, 60)), rtol=1e-5)

@@ -27,6 +27,7 @@ env ``TAPEJAX_REPLAY_TIER``), ``replay_hot``, ``replay_lag``,
 
 from __future__ import annotations
 
+import atexit
 import threading
 from collections import OrderedDict
 from typing import Any, Callable
@@ -139,5 +140,14 @@ def _start(key: Any, build: Callable[[], Any]) -> None:
         finally:
             done.set()
 
-    # A daemon thread: a compile still running at interpreter exit must not hold it open.
     threading.Thread(target=work, name="tapejax-compile", daemon=True).start()
+
+
+@atexit.register
+def _drain() -> None:
+    # XLA aborts the process if the interpreter shuts down under a compile in flight
+    # ("terminate called ..."): let the background compiles finish first.
+    with _lock:
+        pending = list(_pending.values())
+    for done in pending:
+        done.wait()
