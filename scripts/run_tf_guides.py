@@ -26,6 +26,7 @@ import ast
 import contextlib
 import io
 import json
+import math
 import os
 import re
 import subprocess
@@ -65,9 +66,9 @@ def prepare(src, library):
             line = re.sub(r"^(\s*)import tensorflow$", r"\1import tapejax as tensorflow", line)
         lines.append(line)
     code = "\n".join(lines)
-    if src.strip() and not any(ln.strip() and not ln.strip().startswith("#") for ln in lines):
-        if any(ln.lstrip().startswith(("!", "%")) for ln in src.splitlines()):
-            return None, "shell/magic"
+    only_comments = not any(ln.strip() and not ln.strip().startswith("#") for ln in lines)
+    if src.strip() and only_comments and any(ln.lstrip().startswith(("!", "%")) for ln in src.splitlines()):
+        return None, "shell/magic"
     return code, None
 
 
@@ -106,7 +107,7 @@ def child(nb_path, library):
                 last = ast.Expression(tree.body.pop().value)
             signal.alarm(CELL_TIMEOUT_S)
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
-                exec(compile(tree, f"<cell {i}>", "exec"), ns)
+                exec(compile(tree, f"<cell {i}>", "exec"), ns)  # noqa: S102 - running the notebook is the point
                 value = None
                 if last is not None:
                     value = eval(compile(last, f"<cell {i}>", "eval"), ns)
@@ -151,7 +152,7 @@ def run_child(nb_path, library):
     try:
         p = subprocess.run(
             [sys.executable, os.path.abspath(__file__), "--child", os.path.abspath(nb_path), library],
-            capture_output=True, text=True, timeout=NB_TIMEOUT_S, env=env, cwd=workdir,
+            capture_output=True, text=True, check=False, timeout=NB_TIMEOUT_S, env=env, cwd=workdir,
         )
         out = p.stdout
     except subprocess.TimeoutExpired as e:
@@ -186,7 +187,7 @@ def same_text(a, b, rtol=1e-4, atol=1e-6):
         return False
     for x, y in zip(na, nb_):
         fx, fy = float(x), float(y)
-        if fx != fx and fy != fy:
+        if math.isnan(fx) and math.isnan(fy):
             continue
         if abs(fx - fy) > atol + rtol * abs(fy):
             return False
