@@ -26,6 +26,7 @@ import ast
 import contextlib
 import io
 import json
+import linecache
 import math
 import os
 import re
@@ -35,7 +36,7 @@ import time
 import traceback
 
 CELL_TIMEOUT_S = 60
-NB_TIMEOUT_S = 900
+NB_TIMEOUT_S = 300
 
 # Cells whose code needs the internet (datasets, downloads): this machine has none.
 NETWORK_MARKERS = ("tfds.", "import tensorflow_datasets", "get_file(", "urlopen", "urlretrieve")
@@ -49,6 +50,10 @@ def load_cells(path):
 
 def prepare(src, library):
     """Returns (code, skip_reason): shell/magic lines dropped, plt.show() stubbed out."""
+    # tensorflow_datasets is not installed (and its data needs the internet): an import cell
+    # keeps its other lines (``import tensorflow as tf``) and drops the tfds ones.
+    src = "\n".join(ln for ln in src.splitlines()
+                    if "import tensorflow_datasets" not in ln and "tfds.__version__" not in ln)
     if any(m in src for m in NETWORK_MARKERS):
         return None, "needs network"
     if "timeit" in src:
@@ -100,17 +105,23 @@ def child(nb_path, library):
             continue
         buf = io.StringIO()
         t0 = time.time()
+        sys.__stderr__.write(f"@@cell {i}\n")
+        sys.__stderr__.flush()
         try:
+            # Jupyter registers each cell's source in linecache: autograph (TF's and tapejax's)
+            # reads function source through inspect, and without it TF silently skips conversion.
+            fname = f"<ipython-cell-{library}-{i}>"
+            linecache.cache[fname] = (len(code), None, [ln + "\n" for ln in code.splitlines()], fname)
             tree = ast.parse(code)
             last = None
             if tree.body and isinstance(tree.body[-1], ast.Expr):
                 last = ast.Expression(tree.body.pop().value)
             signal.alarm(CELL_TIMEOUT_S)
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
-                exec(compile(tree, f"<cell {i}>", "exec"), ns)  # noqa: S102 - running the notebook is the point
+                exec(compile(tree, fname, "exec"), ns)  # noqa: S102 - running the notebook is the point
                 value = None
                 if last is not None:
-                    value = eval(compile(last, f"<cell {i}>", "eval"), ns)
+                    value = eval(compile(last, fname, "eval"), ns)
             signal.alarm(0)
             rec.update(status="ok", value=None if value is None else _safe_repr(value))
         except _CellTimeout:
@@ -155,6 +166,8 @@ def run_child(nb_path, library):
             capture_output=True, text=True, check=False, timeout=NB_TIMEOUT_S, env=env, cwd=workdir,
         )
         out = p.stdout
+        with open(os.path.join(workdir, "stderr.txt"), "w") as f:
+            f.write(p.stderr)
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
     dt = time.time() - t0
