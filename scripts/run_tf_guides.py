@@ -184,6 +184,8 @@ _NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|\bnan\b|\binf\b
 
 def normalize(text):
     text = _ADDR.sub("0x?", text)
+    # TF's eager error prefix names its kernel and device ({{function_node __wrapped__Reshape_device_...}}).
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", text)
     text = _DEVICE.sub("<device>", text)
     text = re.sub(r"Time taken: .*", "Time taken: ?", text)
     text = re.sub(r"(?i)(time|elapsed|took)[^\n]*?" + _TIME.pattern, r"\1 ?", text)
