@@ -617,3 +617,16 @@ def test_needs_lowering_tells_autograph_when_python_control_flow_must_be_convert
 
     f(tf.constant(1.0))
     assert seen == [True]
+
+
+def test_lowered_cond_traces_true_fn_first():
+    # TF traces true_fn, then false_fn: the function guide's fizzbuzz prints its trace messages
+    # in that order (checked on TF 2.21: "true" then "false").
+    seen = []
+
+    @tf.function
+    def f(x):
+        return tf.cond(x > 0, lambda: seen.append("true") or x, lambda: seen.append("false") or -x)
+
+    assert float(f(tf.constant(2.0))) == 2.0
+    assert seen == ["true", "false"]

@@ -189,3 +189,16 @@ def test_random_ops_in_a_compiled_function_draw_new_numbers_each_call():
     assert a == b
     assert a[0] != a[1] != a[2]
     assert f.experimental_get_tracing_count() == 1
+
+
+def test_unseeded_draw_inside_a_foreign_jax_trace_does_not_leak_the_global_key():
+    # Keras (JAX backend) builds a model under jax.jit and runs a tf.random initializer there
+    # (TF's basics guide: Dense(kernel_initializer=tf.random.normal)); the global key must stay concrete.
+    import jax
+
+    tf.random.set_seed(None)
+    inside = jax.jit(lambda: tf.random.normal([3])._value)()
+    assert inside.shape == (3,)
+    after = tf.random.normal([3]).numpy()  # raised UnexpectedTracerError before
+    assert np.isfinite(after).all()
+    assert not np.array_equal(tf.random.normal([3]).numpy(), after)

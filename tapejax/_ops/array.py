@@ -322,8 +322,10 @@ def reshape(tensor: Any, shape: Any, name: str | None = None) -> Tensor:
         raise errors.InvalidArgumentError(f"Only one input size may be -1, not both {unknown[0]} and {unknown[1]} [Op:Reshape]")
     known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
     if (unknown and (known == 0 or n % known)) or (not unknown and known != n):
+        # TF's wording: with a -1 the shape "requires a multiple of" the known product.
+        need = f"requires a multiple of {known}" if unknown and known != 0 else f"has {known}"
         raise errors.InvalidArgumentError(
-            f"Input to reshape is a tensor with {n} values, but the requested shape has {known} [Op:Reshape]")
+            f"Input to reshape is a tensor with {n} values, but the requested shape {need} [Op:Reshape]")
     return bind(_reshape_p, x, shape=shape)
 
 

@@ -123,9 +123,12 @@ def next_key(seed: int | None, kind: str = "uniform") -> jax.Array:
             c = _state["counter"]
             _state["counter"] = c + 1
             return jax.random.fold_in(jax.random.fold_in(jax.random.key(np.uint32(g & 0xFFFFFFFF)), 0x5EED), c)
-        if _state["key"] is None:
-            _state["key"] = jax.random.key(int(np.random.SeedSequence().entropy % (2**31)))
-        _state["key"], k = jax.random.split(_state["key"])
+        # Under a foreign JAX trace (Keras's jit building a model runs a tf.random initializer),
+        # the split must still run eagerly: a traced key stored in the global state would leak.
+        with jax.ensure_compile_time_eval():
+            if _state["key"] is None:
+                _state["key"] = jax.random.key(int(np.random.SeedSequence().entropy % (2**31)))
+            _state["key"], k = jax.random.split(_state["key"])
         return k
 
 

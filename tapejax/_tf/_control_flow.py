@@ -403,7 +403,11 @@ SWITCH = _ControlFlowPrimitive("switch_case", _switch_impl, multiple_results=Tru
 
 
 def _lowered_switch(index: Any, fns: Sequence[Callable], api: str) -> Any:
-    traced = [_functionalize(f, lambda arrays: (), [], [], api) for f in fns]
+    # TF traces tf.cond's true_fn before its false_fn (Python side effects such as print come in
+    # that order); cond passes [false_fn, true_fn], so it traces them back to front.
+    order = range(len(fns) - 1, -1, -1) if api == "cond" else range(len(fns))
+    by_index = {k: _functionalize(fns[k], lambda arrays: (), [], [], api) for k in order}
+    traced = [by_index[k] for k in range(len(fns))]
     first = traced[0]
     for k, t in enumerate(traced[1:], 1):
         if t.out_tree != first.out_tree:

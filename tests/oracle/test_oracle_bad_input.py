@@ -261,3 +261,11 @@ def test_nan_and_inf_gradients_match_tf(real_tf, name):
         return g.gradient(y, x).numpy()
 
     np.testing.assert_array_equal(grad(tj), grad(real_tf))
+
+
+@pytest.mark.parametrize("shape", [[7, -1], [0, -1], [7, 3]], ids=str)
+def test_reshape_size_mismatch_message(real_tf, shape):
+    # TF's guide (tensor.ipynb) prints this message: with a -1 TF says "requires a multiple of".
+    e_tf, e_tj = _both(real_tf, lambda lib: lib.reshape(lib.range(30), shape))
+    assert _name(e_tj) == _name(e_tf) == "InvalidArgumentError"
+    assert str(e_tf).split("}}")[-1].strip() == str(e_tj)
