@@ -6,6 +6,7 @@ of the same pure function; the policy decides which answers when.
 """
 
 import gc
+import os
 import subprocess
 import sys
 import weakref
@@ -272,7 +273,8 @@ def test_exit_during_a_background_compile_waits_instead_of_aborting():
         "    g = t.gradient(loss, k)\n"
         "print(tf.replay_cache_info().background_compiles, float(g))\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, TAPEJAX_REPLAY_TIER="auto")  # the policy that compiles in the background
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     started, g = r.stdout.split()
     assert started == "1"
