@@ -35,7 +35,7 @@ from typing import Any, Callable
 from .. import config as _config
 from . import _replay
 
-__all__ = ["choose", "stats", "reset", "MODES"]
+__all__ = ["choose", "reset", "MODES"]
 
 MODES = ("auto", "interpret", "compile")
 
@@ -48,12 +48,6 @@ _SEEN_MAX = 4096
 # Background compiles: signature -> threading.Event set when the program is ready.
 _pending: dict[Any, threading.Event] = {}
 _counts = _replay.tier_counts
-
-
-def stats() -> dict:
-    """How many eager gradients each tier answered, and background compiles started."""
-    with _lock:
-        return dict(_counts)
 
 
 def reset() -> None:

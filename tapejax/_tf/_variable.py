@@ -70,8 +70,7 @@ class Variable(VariableBase):
             trainable = getattr(synchronization, "name", None) != "ON_READ"
         super().__init__(value, bool(trainable))
         # TF prefixes the active tf.name_scope (eagerly never uniquified: two 'w' are both 'w:0').
-        base = name if name is not None and ":" in name else current_scope() + (name or "Variable") + ":0"
-        self._name = base
+        self._name = name if name is not None and ":" in name else current_scope() + (name or "Variable") + ":0"
         if shape is not None:
             s = TensorShape(shape)
             if not s.is_compatible_with(value.shape):

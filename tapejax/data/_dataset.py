@@ -531,6 +531,14 @@ class Dataset:
         out._per_element = (parent, lambda e: [apply(e)])
         return out
 
+    def _predicate(self, predicate: Callable) -> Any:
+        # filter and take_while: TF's scalar-bool check at trace time, then one compiled
+        # application per element (per-element Python when the spec has unknown dimensions).
+        traced = st.trace_spec(predicate, self.element_spec)
+        if traced is not None:
+            _check_predicate_spec(traced)
+        return st.Applier(predicate, compiled=traced is not None and _fully_defined(self.element_spec))
+
     def filter(self, predicate: Callable, name: str | None = None) -> Dataset:
         """Keep the elements for which ``predicate`` returns a scalar ``tf.bool`` True.
 
@@ -540,10 +548,7 @@ class Dataset:
             [0, 2, 4]
         """
         parent = self
-        traced = st.trace_spec(predicate, self.element_spec)
-        if traced is not None:
-            _check_predicate_spec(traced)
-        fn = st.Applier(predicate, compiled=traced is not None and _fully_defined(self.element_spec))
+        fn = self._predicate(predicate)
 
         def make() -> PyIterator:
             for e in parent._elements():
@@ -1149,10 +1154,7 @@ class Dataset:
             [0, 1, 2]
         """
         parent = self
-        traced = st.trace_spec(predicate, self.element_spec)
-        if traced is not None:
-            _check_predicate_spec(traced)
-        fn = st.Applier(predicate, compiled=traced is not None and _fully_defined(self.element_spec))
+        fn = self._predicate(predicate)
 
         def make() -> PyIterator:
             for e in parent._elements():
