@@ -5,6 +5,8 @@
   (N=1: OneDeviceStrategy); run with XLA_FLAGS giving N host devices.
 - ``tf-N``: the same loop with real TensorFlow on N logical CPU devices (the oracle).
 - ``worker``: a MultiWorkerMirroredStrategy from TF_CONFIG (one JAX device per process).
+- ``fit-tapejax-N`` / ``fit-tf-N``: Keras ``compile``/``fit``/``evaluate``/``predict`` of a small model created
+  under the strategy's scope (TF's "distributed training with Keras" guide), tapejax or real TF.
 The loop is TF's "custom training with tf.distribute" guide: distributed dataset, per-example loss,
 ``tf.nn.compute_average_loss``, ``strategy.run`` under ``tf.function``, ``strategy.reduce``.
 """
@@ -82,8 +84,75 @@ def loop(tf, strategy, keras_optimizers, timing=False, build=False):
     return out
 
 
+FIT_SAMPLES = 72  # four global batches of 16 and a partial one of 8 (evenly split over 8 replicas, not over 16)
+
+
+def fit_program(tf, strategy, timing=False):
+    """compile/fit/evaluate/predict under ``strategy.scope()``, deterministic initial weights, no shuffling."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(FIT_SAMPLES, 5)).astype(np.float32)
+    y = (x @ rng.normal(size=(5, 3)) > 0).argmax(1).astype(np.int32)
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(8, activation="relu"),
+                                     tf.keras.layers.Dense(3)])
+        model.set_weights([(0.5 * np.sin(np.arange(w.size) + 1.0)).reshape(w.shape).astype(np.float32)
+                           for w in model.get_weights()])
+        model.compile(optimizer=tf.keras.optimizers.Adam(0.05),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    hist = model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=EPOCHS, verbose=0, shuffle=False)
+    ev = model.evaluate(x, y, batch_size=GLOBAL_BATCH, verbose=0)
+    pred = model.predict(x[:40], batch_size=GLOBAL_BATCH, verbose=0)
+    out = {"loss": np.array(hist.history["loss"]), "accuracy": np.array(hist.history["accuracy"]),
+           "evaluate": np.array(ev), "predict": pred, "replicas": strategy.num_replicas_in_sync,
+           "iterations": int(model.optimizer.iterations.numpy())}
+    for i, w in enumerate(model.get_weights()):
+        out[f"w{i}"] = w
+    if hasattr(model.trainable_variables[0], "_v"):  # tapejax only
+        # Batches of 12 do not split over 8 replicas: each runs unsplit on the replicated
+        # variables (one-device numbers; TF would split them unevenly, see compat_docs/distribute.md).
+        with strategy.scope():
+            other = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(3)])
+            other.set_weights([np.full(w.shape, 0.1, np.float32) for w in other.get_weights()])
+            other.compile(optimizer=tf.keras.optimizers.SGD(0.1),
+                          loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        out["uneven_loss"] = np.array(other.fit(x, y, batch_size=12, epochs=2, verbose=0, shuffle=False).history["loss"])
+        out["uneven_w0"] = other.get_weights()[0]
+        # How the variables are laid out.
+        v = model.trainable_variables[0]._v
+        out["variable_devices"] = len(v.sharding.device_set)
+        out["slot_devices"] = min(len(s._v.sharding.device_set) for s in model.optimizer.variables)
+    if timing:
+        import time
+
+        xs, ys = np.concatenate([x[:64]] * 4), np.concatenate([y[:64]] * 4)
+        model.fit(xs, ys, batch_size=GLOBAL_BATCH, epochs=1, verbose=0, shuffle=False)
+        t = time.perf_counter()
+        model.fit(xs, ys, batch_size=GLOBAL_BATCH, epochs=2, verbose=0, shuffle=False)
+        out["step_s"] = (time.perf_counter() - t) / (2 * len(xs) // GLOBAL_BATCH)
+    return out
+
+
+def _tf_logical_cpus(tf, n):
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
+    devs = [f"/cpu:{i}" for i in range(n)]
+    return tf.distribute.MirroredStrategy(devs) if n > 1 else tf.distribute.OneDeviceStrategy("/cpu:0")
+
+
 def main(mode: str, path: str) -> None:
-    if mode.startswith("tf-"):
+    if mode.startswith("fit-"):
+        n = int(mode.rsplit("-", 1)[1])
+        if mode.startswith("fit-tf-"):
+            import tensorflow as tf
+
+            strategy = _tf_logical_cpus(tf, n)
+        else:
+            import tapejax as tf
+
+            strategy = tf.distribute.MirroredStrategy() if n > 1 else tf.distribute.OneDeviceStrategy("/cpu:0")
+        assert strategy.num_replicas_in_sync == n, strategy
+        out = fit_program(tf, strategy, timing=os.environ.get("DIST_TIMING") == "1")
+    elif mode.startswith("tf-"):
         import tensorflow as tf
 
         n = int(mode[3:])

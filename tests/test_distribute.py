@@ -183,6 +183,29 @@ def test_custom_training_loop_8_replicas_matches_one_device(tmp_path):
     assert_same_training(eight, one)
 
 
+def test_keras_fit_under_mirrored_scope_8_replicas_matches_one_device(tmp_path):
+    eight = run_program(tmp_path, "fit-tapejax-8", 8)
+    one = run_program(tmp_path, "fit-tapejax-1", 1)
+    assert int(eight["replicas"]) == 8 and int(one["replicas"]) == 1
+    # The strategy placed the model's variables and the optimizer's slots on all 8 devices.
+    assert int(eight["variable_devices"]) == 8 and int(eight["slot_devices"]) == 8
+    assert int(one["variable_devices"]) == 1
+    for k in ("loss", "accuracy", "evaluate", "predict", "w0", "w1", "w2", "w3", "uneven_loss", "uneven_w0"):
+        np.testing.assert_allclose(eight[k], one[k], rtol=2e-5, atol=2e-6, err_msg=k)
+    assert int(eight["iterations"]) == int(one["iterations"]) == 15
+
+
+@pytest.mark.oracle
+def test_keras_fit_under_mirrored_scope_matches_tf(tmp_path):
+    pytest.importorskip("tensorflow")
+    ours = run_program(tmp_path, "fit-tapejax-8", 8)
+    theirs = run_program(tmp_path, "fit-tf-8", 1)
+    assert int(theirs["replicas"]) == 8
+    for k in ("loss", "accuracy", "evaluate", "predict", "w0", "w1", "w2", "w3"):
+        np.testing.assert_allclose(ours[k], theirs[k], rtol=2e-5, atol=5e-6, err_msg=k)
+    assert int(ours["iterations"]) == int(theirs["iterations"])
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -32,6 +32,7 @@ import jax
 import numpy as np
 
 from .._core._recorder import Tensor, VariableBase
+from .._tf import _distribute_ctx as _dctx
 from .._tf import _surface as tf
 from ._bridge import in_stateless_scope, keras, mirrors, quiet_keras_array, stateful_call
 from ._layer import LayerMixin, adapt_callable
@@ -74,6 +75,59 @@ def _pythonify(logs: dict) -> dict:
             v = float(a) if a.ndim == 0 else a
         out[k] = v
     return out
+
+
+def _note_strategy(model: Any) -> None:
+    # TF's Keras: a model is trained with the strategy whose scope it was created in.
+    if _dctx.stacks.strategies:
+        model.__dict__["_tapejax_strategy"] = _dctx.stacks.strategies[-1]
+
+
+def _replicas_in_run() -> int:
+    return int(_dctx.stacks.replicas[-1].num_replicas_in_sync) if _dctx.stacks.replicas else 1
+
+
+def _unscale(loss: Any) -> Any:
+    """The loss tracker's value: the replica's own mean loss (Keras's unscale_loss_for_distribution)."""
+    n = _replicas_in_run()
+    return loss * float(n) if n > 1 else loss
+
+
+def _replicated_step(strategy: Any, step: Any, kind: str) -> Any:
+    """``step`` run on every replica by ``strategy.run``, its outputs reduced as TF's Keras trainer does.
+
+    Train and test logs are the mean over the replicas of each replica's metric results;
+    predictions are the replicas' outputs concatenated in batch order.
+    """
+
+    def replicated(data: Any) -> Any:
+        out = strategy.run(step, args=(data,))
+        if kind == "predict":
+            return jax.tree_util.tree_map(lambda v: strategy.gather(v, axis=0), out, is_leaf=_dist_leaf)
+        return jax.tree_util.tree_map(lambda v: strategy.reduce("MEAN", v, axis=None), out, is_leaf=_dist_leaf)
+
+    replicated.__name__ = f"{kind}_function"
+    return replicated
+
+
+def _dist_leaf(x: Any) -> bool:
+    return isinstance(x, Tensor) or type(x).__name__ == "PerReplica"
+
+
+def _uneven_batch(model: Any, kind: str, batch: Any) -> Any:
+    """A batch the replicas cannot split evenly (the last, partial one): run as one replica would.
+
+    tapejax runs all replicas as one SPMD program with equal shares; the partial batch runs
+    unsplit on the replicated variables, which computes the global mean loss (TF splits it
+    unevenly and averages the replicas' means; see compat_docs/distribute.md).
+    """
+    steps = model.__dict__.setdefault("_tapejax_steps", {})
+    fn = steps.get((kind, None))
+    if fn is None:
+        f = getattr(model, f"{kind}_step")
+        fn = f if model.run_eagerly else tf.function(f)
+        steps[(kind, None)] = fn
+    return fn(_to_tensors(batch))
 
 
 class TapeTrainer:
@@ -135,7 +189,12 @@ class TapeTrainer:
         state = list(keras.Model.variables.fget(self))
         if self._compile_loss is not None:
             state += list(self._compile_loss.variables)
-        return stateful_call(_cached(self, "compute_loss"), state, (), dict(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training))
+        loss = stateful_call(_cached(self, "compute_loss"), state, (), dict(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training))
+        # Inside strategy.run each replica's loss is the mean over its share of the batch, and the
+        # replicas' gradients are summed: scaled by 1/replicas (Keras's scale_loss_for_distribution
+        # under TF), their sum is the gradient of the global mean.
+        n = _replicas_in_run()
+        return loss / float(n) if n > 1 else loss
 
     def compute_metrics(self, x: Any, y: Any, y_pred: Any, sample_weight: Any = None) -> dict:
         if in_stateless_scope():
@@ -154,9 +213,42 @@ class TapeTrainer:
                 out[m.name] = r
         return out
 
+    def _metrics_or_logs(self, logs: dict) -> dict:
+        # Keras's _get_metrics_result_or_logs: the epoch's logs are the metrics read after the last
+        # step (across replicas under a strategy) when the step returned exactly those.
+        if not logs:
+            return logs
+        result = _pythonify(self.get_metrics_result())
+        return result if set(result) == set(logs) else logs
+
     def reset_metrics(self) -> None:
         for m in self.metrics:
             tape_metric(m).reset_state()
+
+    # ---- distribution ------------------------------------------------------------------------
+
+    @property
+    def distribute_strategy(self) -> Any:
+        """The ``tf.distribute`` strategy whose scope the model was created in, else the current one (as TF's Keras)."""
+        s = self.__dict__.get("_tapejax_strategy")
+        return s if s is not None else _dctx.current_strategy()
+
+    def _tapejax_replicas(self) -> Any:
+        """The strategy ``fit``/``evaluate``/``predict`` split each batch over, or None for one replica."""
+        s = self.distribute_strategy
+        if s is None or s is _dctx.default_strategy or int(s.num_replicas_in_sync) < 2:
+            return None
+        return s
+
+    def _tapejax_place(self, strategy: Any) -> None:
+        # TF creates a model's variables mirrored when it is built under the scope; Keras builds
+        # some lazily (optimizer slots, compiled metrics), so everything the steps touch is
+        # replicated here, before the first step, instead of on the first call's inputs.
+        kvars = list(keras.Model.variables.fget(self)) + list(keras.Model.metrics_variables.fget(self))
+        if self.optimizer is not None:
+            kvars += list(getattr(self.optimizer, "variables", []))
+        for m in mirrors(kvars):
+            m._v = strategy._place_variable(m._v)
 
     # ---- steps (TensorFlow's trainer, tapejax's tape) ---------------------------------------
 
@@ -165,7 +257,7 @@ class TapeTrainer:
         with tf.GradientTape() as tape:
             y_pred = self(x, training=True) if self._call_has_training_arg else self(x)
             loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
-            self._loss_tracker.update_state(loss, sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0])
+            self._loss_tracker.update_state(_unscale(loss), sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0])
         trainable = self.trainable_weights
         if trainable:
             grads = tape.gradient(loss, trainable)
@@ -178,7 +270,7 @@ class TapeTrainer:
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
         y_pred = self(x, training=False) if self._call_has_training_arg else self(x)
         loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
-        self._loss_tracker.update_state(loss, sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0])
+        self._loss_tracker.update_state(_unscale(loss), sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0])
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     def predict_step(self, data: Any) -> Any:
@@ -187,12 +279,25 @@ class TapeTrainer:
 
     def _step(self, kind: str) -> Any:
         steps = self.__dict__.setdefault("_tapejax_steps", {})
-        fn = steps.get(kind)
+        strategy = self._tapejax_replicas()
+        fn = steps.get((kind, strategy))
         if fn is None:
             f = getattr(self, f"{kind}_step")
+            if strategy is not None:
+                f = _replicated_step(strategy, f, kind)
             fn = f if self.run_eagerly else tf.function(f)
-            steps[kind] = fn
+            steps[(kind, strategy)] = fn
         return fn
+
+    def _run_step(self, kind: str, fn: Any, batch: Any) -> Any:
+        strategy = self._tapejax_replicas()
+        if strategy is not None:
+            n = int(strategy.num_replicas_in_sync)
+            sizes = {np.shape(a)[0] for a in tree.flatten(batch) if a is not None and np.ndim(a) > 0}
+            if len(sizes) != 1 or next(iter(sizes)) % n:
+                return _uneven_batch(self, kind, batch)
+            return fn(strategy._distribute_global(_to_tensors(batch)))
+        return fn(_to_tensors(batch))
 
     def make_train_function(self, force: bool = False) -> Any:
         if force:
@@ -220,6 +325,9 @@ class TapeTrainer:
             self._symbolic_build(iterator=iterator)
         if self.optimizer is not None and not getattr(self.optimizer, "built", True):
             self.optimizer.build(self.trainable_variables)
+        strategy = self._tapejax_replicas()
+        if strategy is not None:
+            self._tapejax_place(strategy)
 
     # ---- loops ------------------------------------------------------------------------
 
@@ -255,11 +363,11 @@ class TapeTrainer:
             with epoch_iterator.catch_stop_iteration():
                 for begin_step, end_step, batch in epoch_iterator:
                     callbacks.on_train_batch_begin(begin_step)
-                    logs = _pythonify(train_function(_to_tensors(batch[0])))
+                    logs = _pythonify(self._run_step("train", train_function, batch[0]))
                     callbacks.on_train_batch_end(end_step, logs)
                     if self.stop_training:
                         break
-            epoch_logs = dict(logs)
+            epoch_logs = dict(self._metrics_or_logs(logs))
             if validation_data is not None and self._should_eval(epoch, validation_freq):
                 val_logs = self.evaluate(x=val_x, y=val_y, sample_weight=val_sample_weight,
                                          batch_size=validation_batch_size or batch_size, steps=validation_steps,
@@ -292,7 +400,7 @@ class TapeTrainer:
         with epoch_iterator.catch_stop_iteration():
             for begin_step, end_step, batch in epoch_iterator:
                 callbacks.on_test_batch_begin(begin_step)
-                logs = _pythonify(test_function(_to_tensors(batch[0])))
+                logs = _pythonify(self._run_step("test", test_function, batch[0]))
                 callbacks.on_test_batch_end(end_step, logs)
                 if self.stop_evaluating:
                     break
@@ -320,7 +428,7 @@ class TapeTrainer:
         with epoch_iterator.catch_stop_iteration():
             for begin_step, end_step, batch in epoch_iterator:
                 callbacks.on_predict_batch_begin(begin_step)
-                out = predict_function(_to_tensors(batch[0]))
+                out = self._run_step("predict", predict_function, batch[0])
                 out = jax.tree_util.tree_map(np.asarray, out, is_leaf=lambda t: isinstance(t, Tensor))
                 batches.append(out)
                 callbacks.on_predict_batch_end(end_step, {"outputs": out})
@@ -335,6 +443,9 @@ class TapeTrainer:
         self._symbolic_build(data_batch=data)
         if self.optimizer is not None and not getattr(self.optimizer, "built", True):
             self.optimizer.build(self.trainable_variables)
+        strategy = self._tapejax_replicas()
+        if strategy is not None:
+            self._tapejax_place(strategy)
         logs = _pythonify(self.make_train_function()(_to_tensors(data)))
         return logs if return_dict else self._flatten_metrics_in_order(logs)
 
@@ -394,6 +505,7 @@ class Model(TapeTrainer, LayerMixin, keras.Model):
         return keras.Model.__new__(cls)
 
     def __init__(self, *args: Any, **kwargs: Any):
+        _note_strategy(self)
         if functional_init_arguments(args, kwargs) and not isinstance(self, _KFunctional):
             # A subclass of tf.keras.Model built from inputs/outputs (the keras.io
             # custom train_step pattern): Keras makes the class Functional by
@@ -420,6 +532,7 @@ class Functional(Model, _KFunctional):
         return _KFunctional.__new__(cls)
 
     def __init__(self, inputs: Any, outputs: Any, name: Any = None, **kwargs: Any):
+        _note_strategy(self)
         _KFunctional.__init__(self, inputs, outputs, name=name, **kwargs)
 
 
@@ -437,6 +550,7 @@ class Sequential(Model, keras.Sequential):
         return keras.Sequential.__new__(cls)
 
     def __init__(self, layers: Any = None, trainable: bool = True, name: Any = None):
+        _note_strategy(self)
         keras.Sequential.__init__(self, layers=layers, trainable=trainable, name=name)
 
 
