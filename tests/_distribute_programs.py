@@ -160,7 +160,7 @@ def main(mode: str, path: str) -> None:
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
         devs = [f"/cpu:{i}" for i in range(n)]
         strategy = tf.distribute.MirroredStrategy(devs) if n > 1 else tf.distribute.OneDeviceStrategy("/cpu:0")
-        out = loop(tf, strategy, tf.keras.optimizers, build=True)
+        out = loop(tf, strategy, tf.keras.optimizers, build=True, timing=os.environ.get("DIST_TIMING") == "1")
     elif mode == "worker":
         import tapejax as tf
 

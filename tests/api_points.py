@@ -447,3 +447,20 @@ ROWS += [
       "oracle/test_oracle_distribute.py::test_loss_helpers_match_tensorflow",
       "test_distribute.py::test_scale_regularization_loss_divides_by_replicas"]),
 ]
+_I = "test_interop.py::"
+ROWS += [
+    ("tapejax.to_jax(fn) (no TF counterpart)", "same",
+     "arrays in as Tensors, Tensor/Variable results out as arrays: composes with jax.jit/grad/vmap; traced assigns raise",
+     [_I + "test_to_jax_grad_jit_vmap_match_pure_jax", _I + "test_to_jax_random_programs_match_jax_grad",
+      _I + "test_to_jax_closes_over_variables_and_refuses_traced_assign",
+      _I + "test_jax_grad_of_a_tapejax_function_names_to_jax"]),
+    ("tapejax.from_jax(fn) (no TF counterpart)", "same", "the jnp wrapper: one primitive, JAX's vjp; warns once when "
+     "JAX code consumes a tensor while a tape records",
+     [_I + "test_from_jax_first_and_second_order_on_the_tape", _I + "test_from_jax_random_programs_match_jax_grad",
+      _I + "test_from_jax_jacobian_variables_and_compiled_step",
+      _I + "test_jax_code_on_a_watched_tensor_warns_once_and_points_to_from_jax"]),
+    ("keras Model.fit / evaluate / predict under strategy.scope()", "differs",
+     "strategy.run of the step in tapejax.function; batch P('batch'), variables P(); uneven batches run unsplit",
+     ["test_distribute.py::test_keras_fit_under_mirrored_scope_8_replicas_matches_one_device",
+      "test_distribute.py::test_keras_fit_under_mirrored_scope_matches_tf"]),
+]

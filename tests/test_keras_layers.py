@@ -212,9 +212,11 @@ def test_user_model_training_flag_reaches_dropout_and_trainable_false_freezes():
     class Net(tf.keras.Model):
         def __init__(self):
             super().__init__()
-            self.d1 = L.Dense(4, activation=tf.nn.relu)
+            # Ones: the relu units are active whatever the random state (random weights could
+            # switch them all off and make inference equal training).
+            self.d1 = L.Dense(4, activation=tf.nn.relu, kernel_initializer="ones")
             self.drop = L.Dropout(0.999, seed=0)
-            self.d2 = L.Dense(1)
+            self.d2 = L.Dense(1, kernel_initializer="ones")
 
         def call(self, x, training=False):
             return self.d2(self.drop(self.d1(x), training=training))

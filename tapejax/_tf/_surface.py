@@ -43,6 +43,10 @@ from ._gradient_tape import GradientTape, UnconnectedGradients
 from ._namespace import populate as _populate
 from ._print import print_ as print  # noqa: A001  (TF's name)
 from ._variable import Variable
+from ._interop import from_jax, to_jax
+from ._interop import install as _install_interop
+
+_install_interop()
 
 # Control flow (tf.cond, tf.while_loop, tf.map_fn, ...): _tf/_control_flow.py.
 from ._control_flow import TensorArray, case, cond, foldl, foldr, map_fn, scan, switch_case, vectorized_map  # noqa: I001
@@ -77,6 +81,7 @@ __all__ = sorted(
         "Explanation", "NoneGradientCause", "NoneGradientWarning", "explain",
         "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
         "VariableAggregation", "VariableSynchronization",
+        "from_jax", "to_jax",
         "newaxis", "half", "double",
         # control flow
         "TensorArray", "case", "cond", "foldl", "foldr", "map_fn", "scan", "switch_case", "vectorized_map", "while_loop",

@@ -1,0 +1,211 @@
+"""JAX interop: ``tapejax.to_jax`` (TF-style function -> pure JAX function) and ``tapejax.from_jax``
+(JAX function -> one op on the tape), checked against ``jax.grad`` of the same pure functions."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tapejax as tf
+from tapejax._tf import _interop
+
+# (tapejax op, jax.numpy op): the random programs below draw chains from this table.
+UNARY = [
+    (tf.sin, jnp.sin), (tf.tanh, jnp.tanh), (tf.exp, jnp.exp), (tf.square, jnp.square),
+    (tf.nn.sigmoid, jax.nn.sigmoid), (tf.math.softplus, jax.nn.softplus), (lambda x: x * 0.5, lambda x: x * 0.5),
+]
+# Not tf.maximum: at ties TF's gradient goes to the first argument, JAX's is split (both are kept).
+BINARY = [(tf.add, jnp.add), (tf.multiply, jnp.multiply), (tf.subtract, jnp.subtract), (tf.math.divide_no_nan, None)]
+BINARY[3] = (tf.math.divide_no_nan, lambda a, b: jnp.where(b == 0, 0.0, a / jnp.where(b == 0, 1.0, b)))
+
+
+def _chain(ops: list, lib: int):
+    def f(x, y):
+        a, b = x, y
+        for kind, k in ops:
+            if kind == "u":
+                a = UNARY[k][lib](a)
+            else:
+                a, b = BINARY[k][lib](a, b), a
+        return a
+
+    return f
+
+
+def _reduce(lib: int):
+    return tf.reduce_sum if lib == 0 else jnp.sum
+
+
+programs = st.lists(st.one_of(st.tuples(st.just("u"), st.integers(0, len(UNARY) - 1)),
+                              st.tuples(st.just("b"), st.integers(0, len(BINARY) - 1))), min_size=1, max_size=8)
+vectors = st.lists(st.floats(-1.5, 1.5, allow_nan=False, width=32), min_size=3, max_size=3)
+
+
+# ---- to_jax --------------------------------------------------------------------------------------
+
+
+def test_to_jax_grad_jit_vmap_match_pure_jax():
+    def loss(w, x):
+        return tf.reduce_sum(tf.square(tf.matmul(x, w)) + tf.sin(w[0]))
+
+    def ref(w, x):
+        return jnp.sum(jnp.square(x @ w) + jnp.sin(w[0]))
+
+    w = jnp.linspace(-1.0, 1.0, 6).reshape(3, 2)
+    x = jnp.linspace(0.0, 2.0, 12).reshape(4, 3)
+    f = tf.to_jax(loss)
+    np.testing.assert_allclose(jax.grad(f)(w, x), jax.grad(ref)(w, x), rtol=1e-6)
+    np.testing.assert_allclose(jax.jit(jax.grad(f, argnums=1))(w, x), jax.grad(ref, argnums=1)(w, x), rtol=1e-6)
+    batched = jax.vmap(jax.grad(f), in_axes=(None, 0))(w, jnp.stack([x, 2 * x]))
+    np.testing.assert_allclose(batched, jax.vmap(jax.grad(ref), in_axes=(None, 0))(w, jnp.stack([x, 2 * x])), rtol=1e-6)
+    np.testing.assert_allclose(jax.hessian(lambda v: f(v.reshape(3, 2), x))(w.ravel()),
+                               jax.hessian(lambda v: ref(v.reshape(3, 2), x))(w.ravel()), rtol=1e-5)
+
+
+def test_to_jax_arguments_are_tensors_results_are_arrays_in_structure():
+    seen = {}
+
+    def fn(d):
+        seen["types"] = {k: type(v).__name__ for k, v in d.items()}
+        return {"s": tf.reduce_sum(d["a"]), "pair": (d["b"] * 2.0, 3)}
+
+    out = tf.to_jax(fn)({"a": jnp.ones(3), "b": np.float32(2.0)})
+    assert seen["types"] == {"a": "Tensor", "b": "Tensor"}
+    assert isinstance(out["s"], jax.Array) and float(out["s"]) == 3.0
+    assert isinstance(out["pair"][0], jax.Array) and float(out["pair"][0]) == 4.0 and out["pair"][1] == 3
+
+
+def test_to_jax_closes_over_variables_and_refuses_traced_assign():
+    v = tf.Variable(2.0)
+    f = tf.to_jax(lambda x: x * v)
+    assert float(jax.grad(f)(3.0)) == 2.0
+    with pytest.raises(ValueError, match="to_jax assigned the variable"):
+        jax.jit(tf.to_jax(lambda x: v.assign(x * 2.0)))(1.0)
+    assert float(v.numpy()) == 2.0  # nothing leaked into the variable
+    # Eagerly (no transformation) an assign is an ordinary assign.
+    tf.to_jax(lambda x: v.assign(x))(5.0)
+    assert float(v.numpy()) == 5.0
+
+
+def test_to_jax_inside_tapejax_function_sees_variables():
+    v = tf.Variable(3.0)
+    pure = tf.to_jax(lambda x: x * v)
+
+    @tf.function
+    def step(x):
+        return pure(x)
+
+    assert float(step(tf.constant(2.0))) == 6.0
+    v.assign(4.0)
+    assert float(step(tf.constant(2.0))) == 8.0  # the variable is captured, not baked in
+
+
+def test_jax_grad_of_a_tapejax_function_names_to_jax():
+    def f(x):
+        return tf.reduce_sum(tf.sin(x))
+
+    with pytest.raises(ValueError, match="tapejax.to_jax"):
+        jax.grad(f)(jnp.ones(3))
+
+
+@given(programs, vectors, vectors)
+def test_to_jax_random_programs_match_jax_grad(ops, xs, ys):
+    x, y = jnp.asarray(xs, jnp.float32), jnp.asarray(ys, jnp.float32)
+    ours = jax.grad(tf.to_jax(lambda a, b: tf.reduce_sum(_chain(ops, 0)(a, b))), argnums=(0, 1))(x, y)
+    ref = jax.grad(lambda a, b: jnp.sum(_chain(ops, 1)(a, b)), argnums=(0, 1))(x, y)
+    for o, r in zip(ours, ref):
+        np.testing.assert_allclose(o, r, rtol=2e-5, atol=1e-6)
+
+
+# ---- from_jax ------------------------------------------------------------------------------------
+
+
+def test_from_jax_first_and_second_order_on_the_tape():
+    softplus = tf.from_jax(lambda a: jnp.logaddexp(a, 0.0))
+    x = tf.constant([-1.0, 0.5, 2.0])
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = tf.reduce_sum(softplus(x) * x)
+        d = inner.gradient(y, x)
+    dd = outer.gradient(d, x)
+    ref = lambda a: jnp.sum(jnp.logaddexp(a, 0.0) * a)  # noqa: E731
+    np.testing.assert_allclose(d.numpy(), jax.grad(ref)(x.numpy()), rtol=1e-6)
+    np.testing.assert_allclose(dd.numpy(), jnp.diag(jax.hessian(ref)(x.numpy())), rtol=1e-5)
+
+
+def test_from_jax_jacobian_variables_and_compiled_step():
+    def layer(params, x):
+        return jnp.tanh(x @ params["w"] + params["b"])
+
+    f = tf.from_jax(layer)
+    w = tf.Variable(np.linspace(-1, 1, 6).reshape(3, 2).astype(np.float32))
+    b = tf.Variable(np.array([0.1, -0.2], np.float32))
+    x = tf.constant(np.linspace(0, 1, 6).reshape(2, 3).astype(np.float32))
+    with tf.GradientTape(persistent=True) as t:
+        y = f({"w": w, "b": b}, x)
+        s = tf.reduce_sum(y)
+    gw, gb = t.gradient(s, [w, b])
+    ref = jax.grad(lambda p: jnp.sum(layer(p, x.numpy())))({"w": w.numpy(), "b": b.numpy()})
+    np.testing.assert_allclose(gw.numpy(), ref["w"], rtol=1e-6)
+    np.testing.assert_allclose(gb.numpy(), ref["b"], rtol=1e-6)
+    jac = t.jacobian(y, w)
+    np.testing.assert_allclose(jac.numpy(), jax.jacrev(lambda ww: layer({"w": ww, "b": b.numpy()}, x.numpy()))(w.numpy()),
+                               rtol=1e-6)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(f({"w": w, "b": b}, x))
+        return tape.gradient(loss, w)
+
+    np.testing.assert_allclose(step().numpy(), ref["w"], rtol=1e-6)
+
+
+def test_from_jax_rejects_non_callables():
+    with pytest.raises(TypeError, match="function of JAX arrays"):
+        tf.from_jax(3)
+
+
+@given(programs, vectors, vectors)
+def test_from_jax_random_programs_match_jax_grad(ops, xs, ys):
+    pure = _chain(ops, 1)
+    op = tf.from_jax(pure)
+    x, y = tf.constant(np.asarray(xs, np.float32)), tf.constant(np.asarray(ys, np.float32))
+    with tf.GradientTape() as t:
+        t.watch([x, y])
+        s = tf.reduce_sum(op(x, y))
+    gx, gy = t.gradient(s, [x, y])
+    rx, ry = jax.grad(lambda a, b: jnp.sum(pure(a, b)), argnums=(0, 1))(x.numpy(), y.numpy())
+    np.testing.assert_allclose(gx.numpy(), rx, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(gy.numpy(), ry, rtol=2e-5, atol=1e-6)
+
+
+# ---- unrecorded JAX code on a tape -----------------------------------------------------------------
+
+
+def test_jax_code_on_a_watched_tensor_warns_once_and_points_to_from_jax(monkeypatch):
+    monkeypatch.setattr(_interop, "_warned_unrecorded", False)
+    x = tf.constant([1.0, 2.0])
+    with pytest.warns(UserWarning, match="from_jax") as rec:
+        with tf.GradientTape() as g:
+            g.watch(x)
+            y = tf.constant(jnp.sum(jnp.sin(x)))
+            tf.constant(jnp.cos(x))  # a second conversion: no second warning
+    assert len([w for w in rec if "from_jax" in str(w.message)]) == 1
+    assert rec[0].filename == __file__  # the user's line, not JAX's
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert g.gradient(y, x) is None  # what the warning explains
+    # Outside a tape nothing is reported.
+    monkeypatch.setattr(_interop, "_warned_unrecorded", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jnp.sin(x)
