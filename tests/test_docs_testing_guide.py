@@ -48,3 +48,24 @@ def test_tolerance_table_in_the_guide_matches_the_code():
     rows = re.findall(r"^\| (\w+) \| ([\d.e+-]+) \| ([\d.e+-]+) \| ([\d.e+-]+) \| ([\d.e+-]+) \|$", text, flags=re.M)
     table = {name: {1: (float(a1), float(r1)), 2: (float(a2), float(r2))} for name, a1, r1, a2, r2 in rows}
     assert table == {k: dict(v) for k, v in TOLERANCES.items()}
+
+
+def test_hypothesis_blocks_pass_in_a_fresh_project(tmp_path):
+    """The guide's hypothesis examples, copied into a project with no conftest and hypothesis's default
+    settings (200 ms deadline, random examples), pass: the first example compiles, so they must not
+    depend on this repository's profile."""
+    import subprocess
+    import sys
+
+    hyp = [p.values[0] for p in BLOCKS if "@given" in p.values[0]]
+    assert len(hyp) >= 5
+    for i, code in enumerate(hyp):
+        (tmp_path / f"test_guide_{i}.py").write_text(code)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TAPEJAX_HYPOTHESIS", "HYPOTHESIS"))}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                        "--rootdir", str(tmp_path), str(tmp_path)],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert f"{len(hyp)} passed" in r.stdout or "passed" in r.stdout

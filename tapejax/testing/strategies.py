@@ -9,7 +9,7 @@ Example:
     >>> from hypothesis import given, settings
     >>> import tapejax as tf
     >>> from tapejax.testing import assert_matches_analytic, strategies as tst
-    >>> @settings(max_examples=5)
+    >>> @settings(max_examples=5, deadline=None)
     ... @given(tst.tensors(shape=(3,), domain="log"))
     ... def test_log(x):
     ...     assert_matches_analytic(tf.math.log, lambda x: 1 / x, (x,))
