@@ -30,12 +30,12 @@ def keep_log_once_budget():
     tapejax logs TF's warnings at most n times per process, as TF does. The seed and oracle tests
     trigger them many times; without this they would use up the budget and silence the warnings
     that other tests assert on."""
-    from tapejax._tf import _gradient_tape
+    from tapejax import _log
 
-    saved = dict(_gradient_tape._logged)
+    saved = dict(_log._counts)
     yield
-    _gradient_tape._logged.clear()
-    _gradient_tape._logged.update(saved)
+    _log._counts.clear()
+    _log._counts.update(saved)
 
 
 class LazyDense:

@@ -21,12 +21,12 @@ def P() -> tf.GradientTape:
 def _keep_log_first_n_budget():
     # TF's dtype warnings are logged at most N times per process; the integer cases
     # here must not use up the budget that other tests check.
-    from tapejax._tf import _gradient_tape
+    from tapejax import _log
 
-    saved = dict(_gradient_tape._logged)
+    saved = dict(_log._counts)
     yield
-    _gradient_tape._logged.clear()
-    _gradient_tape._logged.update(saved)
+    _log._counts.clear()
+    _log._counts.update(saved)
 
 
 def cause(tape, target, source) -> C:

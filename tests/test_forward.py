@@ -20,12 +20,12 @@ FA = tf.autodiff.ForwardAccumulator
 @pytest.fixture(autouse=True)
 def _keep_log_first_n_budget():
     # TF's dtype warnings are logged at most N times per process; do not use up the budget.
-    from tapejax._tf import _gradient_tape
+    from tapejax import _log
 
-    saved = dict(_gradient_tape._logged)
+    saved = dict(_log._counts)
     yield
-    _gradient_tape._logged.clear()
-    _gradient_tape._logged.update(saved)
+    _log._counts.clear()
+    _log._counts.update(saved)
 
 
 def test_namespace():

@@ -88,9 +88,9 @@ def test_watch_rejects_non_tensors_with_value_error():
 
 
 def test_integer_source_is_none_with_tf_warning(caplog, monkeypatch):
-    from tapejax._tf import _gradient_tape
+    from tapejax import _log
 
-    monkeypatch.setattr(_gradient_tape, "_logged", {})  # TF logs this at most 5 times per process
+    monkeypatch.setattr(_log, "_counts", {})  # TF logs this at most 5 times per process
     x = tf.constant(3)
     with caplog.at_level(logging.WARNING, logger="tapejax"):
         with tf.GradientTape() as t:

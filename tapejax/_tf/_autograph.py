@@ -48,7 +48,6 @@ import builtins
 import functools
 import inspect
 import itertools
-import logging
 import os
 import sys
 import textwrap
@@ -59,13 +58,13 @@ from typing import Any, Callable
 import numpy as np
 
 from .._core import _recorder as _core
+from .._log import get_logger
 from .._core._recorder import Tensor, VariableBase
 from .._ops._tensor import convert_to_tensor
 from . import _control_flow as _cf
 
 __all__ = ["to_code", "to_graph", "do_not_convert", "convert_for_trace", "AutoGraphWarning", "Undefined"]
 
-_logger = logging.getLogger("tapejax")
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 
@@ -554,7 +553,7 @@ def _convert_cached(fn: types.FunctionType) -> Callable | None:
         if key not in _failed:
             _failed.add(key)
             # TF logs this (it is not an error: the function still runs, unconverted).
-            _logger.warning("AutoGraph could not transform %s and will run it as-is. Cause: %s",
+            get_logger().warning("AutoGraph could not transform %s and will run it as-is. Cause: %s",
                             fn.__qualname__, e)
         return None
     _cache[fn] = conv

@@ -25,7 +25,7 @@ from .._engine import _replay
 from ._autodiff import _call_grad_fn, _cotangent_tensor
 from .._core._recorder import Primitive, Tensor, VariableBase, bind
 from .._ops._dtypes import INEXACT
-from ._gradient_tape import _log_first_n
+from .._log import log_first_n as _log_first_n
 from ._tape_common import UnconnectedGradients
 from .._ops._tensor import convert_to_tensor
 from .._ops.array import zeros_like

@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
-import logging
 import math
 import os
 import queue
@@ -19,6 +18,7 @@ import jax
 import numpy as np
 
 from .. import errors
+from .._log import get_logger
 from .._ops._dtypes import check_width
 from .._tf import _surface as tf
 from . import _structure as st
@@ -1436,7 +1436,7 @@ def _truth(value: Any) -> bool:
 
 def _log_ignored(ex: BaseException, log_warning: bool) -> None:
     if log_warning:
-        logging.getLogger("tapejax").warning("tf.data ignore_errors dropped an element: %s: %s",
+        get_logger().warning("tf.data ignore_errors dropped an element: %s: %s",
                                              type(ex).__name__, ex)
 
 
