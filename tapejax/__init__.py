@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from . import _ops  # noqa: F401  (the op library: every family registers into the tables)
 from ._tf import _surface, _unsupported
-from ._tf._surface import *  # noqa: F403  (explicit: every name in _surface.__all__, the tf.* surface)
+from ._tf._surface import *  # noqa: F403,F401  (explicit: every name in _surface.__all__, the tf.* surface)
 
 from . import data  # noqa: E402  (tf.data: an ext package, built on the surface above)
 from . import distribute  # noqa: E402  (tf.distribute: an ext package, built on the surface above)

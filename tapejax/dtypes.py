@@ -10,7 +10,6 @@ from ._ops._dtypes import (
     DType,
     as_dtype,
     bfloat16,
-    bool_ as bool,  # noqa: A001  (TF's name)
     complex64,
     complex128,
     float16,
@@ -20,12 +19,15 @@ from ._ops._dtypes import (
     int16,
     int32,
     int64,
+    string,  # noqa: E402  (module branch: tf.string)
     uint8,
     uint16,
     uint32,
     uint64,
 )
-from ._ops._dtypes import string  # noqa: E402  (module branch: tf.string)
+from ._ops._dtypes import (
+    bool_ as bool,  # noqa: A001  (TF's name)
+)
 from ._tf._namespace import populate as _populate
 
 half = float16

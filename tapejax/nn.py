@@ -4,6 +4,5 @@ from ._tf._namespace import populate as _populate
 
 __all__ = _populate(globals(), "nn")
 
-from ._tf._distribute_ctx import compute_average_loss, scale_regularization_loss  # noqa: E402
 
 __all__ = sorted([*__all__, "compute_average_loss", "scale_regularization_loss"])

@@ -279,3 +279,28 @@ def test_exit_during_a_background_compile_waits_instead_of_aborting():
     started, g = r.stdout.split()
     assert started == "1"
     np.testing.assert_allclose(float(g), float(jax.grad(_euler_jax)(2.0, 60)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["interpret", "compile", "auto"])
+def test_compiled_gradient_under_an_outer_tape_that_watches_other_values(tier, mode):
+    # An outer tape records (so the replay is offered to it) but watches nothing the inner slice
+    # reads: the compiled tier ran its live-input analysis with an undefined name here (found
+    # by ruff's F821). The outer tape must get no path, as in TF.
+    tier(mode)
+    x = tf.constant(2.0)
+    other = tf.constant(1.0)
+    for _ in range(12):  # auto: past the hot threshold and the switch
+        with tf.GradientTape() as outer:
+            outer.watch(other)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                y = x * x * x
+            g = inner.gradient(y, x)
+        assert float(g) == 12.0
+        assert outer.gradient(g, other) is None
+    v = tf.Variable(2.0)
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = v * v * v
+        g = inner.gradient(y, v)
+    assert float(g) == 12.0 and float(outer.gradient(g, v)) == 12.0

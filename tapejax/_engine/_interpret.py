@@ -21,16 +21,17 @@ from the derived function's jaxpr.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core._kinds import INEXACT
 from .._core._recorder import Primitive, Tensor, bind, state
 from .._core._recorder import notify_accumulators as _notify
 from .._core._recorder import record as _record
-from .._core._kinds import INEXACT
 from ._replay import _NO_GRADIENT_PRIMS, Slice, _Cache, _differentiable_deps
 
 __all__ = ["VJP", "JVP", "handle", "interpret_needed", "gradient", "jvp_op"]
@@ -362,7 +363,7 @@ _FORWARD_CUT = frozenset({"sign"}) | _NO_GRADIENT_PRIMS
 def _forward_deps(jaxpr: Any, live_in: list, cut: frozenset = frozenset()) -> list:
     """Per output of ``jaxpr``: does it depend on an input marked in ``live_in``, along a
     path through no primitive in ``cut``? Nested jitted calls are followed."""
-    live = {v for v, l in zip(jaxpr.invars, live_in) if l}
+    live = {v for v, is_live in zip(jaxpr.invars, live_in) if is_live}
     for eqn in jaxpr.eqns:
         if eqn.primitive.name in cut:
             continue

@@ -13,15 +13,16 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core._recorder import Eqn, Primitive, Tensor, record, state
 from .._core._kinds import INEXACT as _INEXACT
+from .._core._recorder import Eqn, Primitive, Tensor, record, state
 
 __all__ = ["Slice", "build_slice", "run_transform", "cache_info", "cache_clear", "set_cache_size", "set_compile"]
 
@@ -309,7 +310,7 @@ def build_slice(
 
     target_slots = []
     used = []
-    for t, i in zip(targets, target_ids):
+    for _t, i in zip(targets, target_ids):
         if i is None:
             used.append(False)
         elif i in pslot:
@@ -340,7 +341,7 @@ def _forward_fn(code: tuple, diff: tuple, target_slots: tuple) -> Callable:
             else:
                 eps[d[1]] = dv
         env_p: list = []
-        for prim, params, ins, nout in code:
+        for prim, params, ins, _nout in code:
             args = [env_l[s] if s >= 0 else env_p[-1 - s] for s in ins]
             out = prim.impl(*args, **dict(params))
             outs = out if prim.multiple_results else (out,)
@@ -627,7 +628,7 @@ def run_transform(
     outs_vals = _replay_impl(*vals, **params)
     outs = [Tensor(o) for o in outs_vals]
     if state.recording:
-        live = _live_inputs(key, vals, params["n_leaves"])
+        live = _live_inputs(params["key"], vals, params["n_leaves"])
         record(REPLAY, params, tuple(i if keep else None for i, keep in zip(ids, live)), tuple(vals), outs)
     return tuple(outs)
 

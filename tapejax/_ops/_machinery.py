@@ -23,7 +23,8 @@ from __future__ import annotations
 import collections
 import functools
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -31,8 +32,8 @@ import numpy as np
 from jax import lax
 
 from .. import errors
-from . import _tfgrad
 from .._core._recorder import Primitive, Tensor, VariableBase, bind, state
+from . import _tfgrad
 from ._dtypes import as_dtype, check_width, from_np
 from ._tensor import convert_to_tensor
 
@@ -47,6 +48,8 @@ PRIMS: dict[str, Primitive] = {}
 # Internal op name -> its TF-signature function (operators and other ops look ops up here).
 OPS: dict[str, Callable] = {}
 
+
+_OBJECT = np.dtype(object)  # the dtype of string tensors
 
 def _export(fn: Callable, *names: str, jax_name: str | None = None) -> Callable:
     for n in names:
@@ -824,8 +827,8 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Tensor:
     check_width(d._np, "tf.cast to")
     x = _as_t(x)
     if _dt(x) == d._np:
-        return bind(PRIMS["identity"], x) if d._np != object else x
-    if _dt(x) == object or d._np == object:
+        return bind(PRIMS["identity"], x) if d._np != _OBJECT else x
+    if _dt(x) == _OBJECT or d._np == _OBJECT:
         # TF's Cast kernel has no string conversions (tf.strings.to_number / as_string do it).
         raise errors.UnimplementedError(
             f"Cast {from_np(_dt(x)).name} to {d.name} is not supported: use tf.strings.to_number or "

@@ -6,7 +6,8 @@ Operators (``+``, ``@``, ``[]``, ...) are attached by ``tapejax._ops.operators``
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -511,7 +512,7 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
     """
     if isinstance(value, Tensor | VariableBase):
         arr = value._value
-        if dtype is not None and as_dtype(dtype)._np != arr.dtype and (is_string_value(arr) or as_dtype(dtype)._np == object):
+        if dtype is not None and as_dtype(dtype)._np != arr.dtype and (is_string_value(arr) or as_dtype(dtype)._np == np.dtype(object)):
             raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {as_dtype(dtype).name}")
         if dtype is not None and as_dtype(dtype)._np != arr.dtype:
             check_width(as_dtype(dtype)._np, "Requested dtype")

@@ -28,6 +28,7 @@ from ._dtypes import as_dtype, check_width, from_np
 from ._machinery import (
     INT,
     OPS,
+    PRIMS,
     _as_t,
     _concrete,
     _dt,
@@ -38,7 +39,6 @@ from ._machinery import (
     prim,
     same_dtype,
 )
-from ._machinery import PRIMS
 from ._tensor import TensorShape, convert_to_tensor, register_stack
 
 __all__ = ["getitem", "reshape", "transpose", "stack", "concat", "zeros", "ones", "zeros_like", "ones_like"]
@@ -239,7 +239,8 @@ def range_(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, nam
     vals = [np.asarray(_concrete(v)) if _is_t(v) else np.asarray(v) for v in (start, limit, delta)]
     if dtype is None:
         if any(v.dtype.kind == "f" for v in vals):
-            dt = np.dtype(np.float64) if any(v.dtype == np.float64 and isinstance(o, Tensor) for v, o in zip(vals, (start, limit, delta))) else np.dtype(np.float32)
+            f64 = any(v.dtype == np.float64 and isinstance(o, Tensor) for v, o in zip(vals, (start, limit, delta)))
+            dt = np.dtype(np.float64) if f64 else np.dtype(np.float32)
         elif any(_is_t(o) and _dt(o) == np.int64 for o in (start, limit, delta)):
             dt = np.dtype(np.int64)
         else:
@@ -251,7 +252,8 @@ def range_(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, nam
     if d == 0:
         raise errors.InvalidArgumentError(f"Requires delta != 0: {d} [Op:Range]")
     if (d > 0 and s > l_) or (d < 0 and s < l_):
-        raise errors.InvalidArgumentError(f"Requires start {'<=' if d > 0 else '>='} limit when delta {'>' if d > 0 else '<'} 0: {s}/{l_} [Op:Range]")
+        raise errors.InvalidArgumentError(f"Requires start {'<=' if d > 0 else '>='} limit when delta {'>' if d > 0 else '<'} 0: {s}/{l_} "
+                                          "[Op:Range]")
     return Tensor(jnp.arange(s, l_, d, dtype=dt))
 
 
@@ -481,7 +483,8 @@ def split(value: Any, num_or_size_splits: Any, axis: int = 0, num: Any = None, n
         k = _int(num_or_size_splits)
         if k <= 0 or n % k:
             raise errors.InvalidArgumentError(
-                f"Number of ways to split should evenly divide the split dimension, but got split_dim {ax} (size = {n}) and num_split {k} [Op:Split]")
+                f"Number of ways to split should evenly divide the split dimension, but got split_dim {ax} (size = {n}) and num_split {k} "
+                "[Op:Split]")
         sizes = (n // k,) * k
     else:
         sizes = list(_ints(num_or_size_splits, "num_or_size_splits"))
@@ -616,7 +619,8 @@ def slice_(input_: Any, begin: Any, size: Any, name: str | None = None) -> Tenso
     b, s = _ints(begin, "begin"), _ints(size, "size")
     if len(b) != len(shape) or len(s) != len(shape):
         raise errors.InvalidArgumentError(
-            f"Expected begin and size arguments to be 1-D tensors of size {len(shape)}, but got shapes [{len(b)}] and [{len(s)}] instead. [Op:Slice]")
+            f"Expected begin and size arguments to be 1-D tensors of size {len(shape)}, but got shapes [{len(b)}] and [{len(s)}] instead. "
+            "[Op:Slice]")
     s = tuple(d - bi if si == -1 else si for d, bi, si in zip(shape, b, s))
     for i, (d, bi, si) in enumerate(zip(shape, b, s)):
         if not 0 <= bi <= d:
@@ -647,22 +651,25 @@ def pad(tensor: Any, paddings: Any, mode: str = "CONSTANT", constant_values: Any
     p = np.asarray(_concrete(paddings) if _is_t(paddings) else paddings, dtype=np.int64)
     nd = x._value.ndim
     if p.shape != (nd, 2):
-        raise errors.InvalidArgumentError(f"The first dimension of paddings must be the rank of inputs[{nd}], got paddings shape {list(p.shape)} [Op:Pad]")
+        raise errors.InvalidArgumentError(f"The first dimension of paddings must be the rank of inputs[{nd}], got paddings shape "
+                                          f"{list(p.shape)} [Op:Pad]")
     if np.any(p < 0):
         raise errors.InvalidArgumentError(f"Paddings must be non-negative: {p.min()} [Op:Pad]")
     m = mode.upper()
     if m not in ("CONSTANT", "REFLECT", "SYMMETRIC"):
-        raise ValueError(f"Value of argument `mode` expected to be one of \"CONSTANT\", \"REFLECT\", or \"SYMMETRIC\". Received `mode` = {mode}")
+        raise ValueError("Value of argument `mode` expected to be one of \"CONSTANT\", \"REFLECT\", or \"SYMMETRIC\". Received `mode` = "
+                         f"{mode}")
     if m != "CONSTANT":
         off = 0 if m == "SYMMETRIC" else 1
         for d, (a, b) in zip(x._value.shape, p.tolist()):
             if a > d - off or b > d - off:
-                raise errors.InvalidArgumentError(f"paddings must be less than{' or equal to' if off == 0 else ''} the dimension size: {a}, {b} not less than {d} [Op:MirrorPad]")
+                raise errors.InvalidArgumentError(f"paddings must be less than{' or equal to' if off == 0 else ''} the dimension size: "
+                                                  f"{a}, {b} not less than {d} [Op:MirrorPad]")
     value = _static(constant_values)
     if isinstance(value, float) and from_np(_dt(x)).is_integer:
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {from_np(_dt(x)).name}")
-    return bind(_pad_p, x, paddings=tuple(map(tuple, p.tolist())), mode={"CONSTANT": "constant", "REFLECT": "reflect", "SYMMETRIC": "symmetric"}[m],
-                value=value)
+    modes = {"CONSTANT": "constant", "REFLECT": "reflect", "SYMMETRIC": "symmetric"}
+    return bind(_pad_p, x, paddings=tuple(map(tuple, p.tolist())), mode=modes[m], value=value)
 
 
 def shape(input: Any, out_type: Any = "int32", name: str | None = None) -> Tensor:  # noqa: A002
@@ -718,7 +725,8 @@ def ensure_shape(x: Any, shape: Any, name: str | None = None) -> Tensor:
     t = _as_t(x)
     want = TensorShape(shape)
     if not want.is_compatible_with(t._value.shape):
-        raise errors.InvalidArgumentError(f"Shape of tensor input {list(t._value.shape)} is not compatible with expected shape {list(want)}")
+        raise errors.InvalidArgumentError(f"Shape of tensor input {list(t._value.shape)} is not compatible with expected shape "
+                                          f"{list(want)}")
     return bind(OPS_IDENTITY(), t)
 
 
@@ -872,7 +880,8 @@ def _gather_impl(p: Any, i: Any, axis: int, batch_dims: int) -> Any:
 _gather_p = prim("gather", _gather_impl)
 
 
-def gather(params: Any, indices: Any, validate_indices: Any = None, axis: Any = None, batch_dims: int = 0, name: str | None = None) -> Tensor:
+def gather(params: Any, indices: Any, validate_indices: Any = None, axis: Any = None, batch_dims: int = 0,
+           name: str | None = None) -> Tensor:
     """Gather slices of ``params`` along ``axis`` at ``indices``, as ``tf.gather``.
 
     The gradient is a dense tensor (TF returns ``IndexedSlices``; both feed
@@ -925,7 +934,8 @@ def gather_nd(params: Any, indices: Any, batch_dims: int = 0, name: str | None =
     bd = int(batch_dims)
     k = idx._value.shape[-1] if idx._value.ndim else 0
     if idx._value.ndim == 0 or k > p._value.ndim - bd:
-        raise errors.InvalidArgumentError(f"index innermost dimension length must be <= params rank; saw: {k} vs. {p._value.ndim - bd} [Op:GatherNd]")
+        raise errors.InvalidArgumentError(f"index innermost dimension length must be <= params rank; saw: {k} vs. {p._value.ndim - bd} "
+                                          "[Op:GatherNd]")
     c = _concrete(idx)
     if c is not None and c.size:
         dims = np.asarray(p._value.shape[bd:bd + k])
@@ -959,7 +969,8 @@ def _scatter_checks(base: Any, idx: Any, upd: Any, opname: str) -> None:
     want = tuple(idx._value.shape[:-1]) + tuple(base._value.shape[k:])
     if tuple(upd._value.shape) != want:
         raise errors.InvalidArgumentError(
-            f"updates must have shape {list(want)} (indices.shape[:-1] + shape[indices.shape[-1]:]), got {list(upd._value.shape)} [Op:{opname}]")
+            f"updates must have shape {list(want)} (indices.shape[:-1] + shape[indices.shape[-1]:]), got {list(upd._value.shape)} "
+            f"[Op:{opname}]")
 
 
 def _tensor_scatter(mode: str, opname: str) -> Any:
@@ -1041,7 +1052,8 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
         jnp.broadcast_shapes(*shapes)
     except ValueError:
         raise errors.InvalidArgumentError(
-            f"condition {list(shapes[0])}, then {list(shapes[1])}, and else {list(shapes[2])} must be broadcastable [Op:SelectV2]") from None
+            f"condition {list(shapes[0])}, then {list(shapes[1])}, and else {list(shapes[2])} must be broadcastable "
+            "[Op:SelectV2]") from None
     return bind(_where_p, c, xv, yv)
 
 
@@ -1108,7 +1120,8 @@ def unique(x: Any, out_idx: Any = "int32", name: str | None = None) -> Unique:
     rank_of[order] = np.arange(order.size)
     y = c[np.sort(first)]
     # strings stay on the host
-    return Unique(Tensor(y if y.dtype == object else jnp.asarray(y)), Tensor(jnp.asarray(rank_of[inv.reshape(-1)].astype(as_dtype(out_idx)._np))))
+    idx = rank_of[inv.reshape(-1)].astype(as_dtype(out_idx)._np)
+    return Unique(Tensor(y if y.dtype == object else jnp.asarray(y)), Tensor(jnp.asarray(idx)))
 
 
 def searchsorted(sorted_sequence: Any, values: Any, side: str = "left", out_type: Any = "int32", name: str | None = None) -> Tensor:

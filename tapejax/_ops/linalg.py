@@ -23,8 +23,8 @@ import numpy as np
 from jax import lax
 
 from .. import errors
-from . import _tfgrad
 from .._core._recorder import Tensor, bind  # noqa: F401
+from . import _tfgrad
 from ._machinery import (
     INEXACT,
     NUMERIC,
@@ -82,7 +82,8 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
     try:
         jnp.broadcast_shapes(sa[:-2], sb[:-2])
     except ValueError:
-        raise errors.InvalidArgumentError(f"In[0] and In[1] must have compatible batch dimensions: {list(sa)} vs. {list(sb)} [Op:BatchMatMulV2]") from None
+        raise errors.InvalidArgumentError(f"In[0] and In[1] must have compatible batch dimensions: {list(sa)} vs. {list(sb)} "
+                                          "[Op:BatchMatMulV2]") from None
     return bind(_matmul_p, a, b, ta=bool(transpose_a), tb=bool(transpose_b), aa=bool(adjoint_a), ab=bool(adjoint_b))
 
 
@@ -275,7 +276,7 @@ def cholesky(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
     return bind(_chol_p, _square(input, "Cholesky"))
 
 
-_chol_solve_p = prim("cholesky_solve", lambda l, rhs: jax.scipy.linalg.cho_solve((l, True), rhs))
+_chol_solve_p = prim("cholesky_solve", lambda chol, rhs: jax.scipy.linalg.cho_solve((chol, True), rhs))
 
 
 def cholesky_solve(chol: Any, rhs: Any, name: str | None = None) -> Tensor:
@@ -313,7 +314,8 @@ def solve(matrix: Any, rhs: Any, adjoint: bool = False, name: str | None = None)
     if b._value.ndim != a._value.ndim:
         raise errors.InvalidArgumentError("All input tensors must have the same rank. [Op:MatrixSolve]")
     if b._value.shape[-2] != a._value.shape[-1]:
-        raise errors.InvalidArgumentError(f"Input matrix and right-hand side must have the same number of rows: {a._value.shape[-1]} vs. {b._value.shape[-2]} [Op:MatrixSolve]")
+        raise errors.InvalidArgumentError(f"Input matrix and right-hand side must have the same number of rows: {a._value.shape[-1]} vs. "
+                                          f"{b._value.shape[-2]} [Op:MatrixSolve]")
     return bind(_solve_p, a, b, adjoint=bool(adjoint))
 
 
@@ -430,7 +432,8 @@ def pinv(a: Any, rcond: Any = None, validate_args: bool = False, name: str | Non
 
 _lstsq_p = prim("lstsq", lambda a, b, l2: jnp.linalg.solve(jnp.swapaxes(a, -1, -2).conj() @ a + l2 * jnp.eye(a.shape[-1], dtype=a.dtype),
                                                           jnp.swapaxes(a, -1, -2).conj() @ b) if a.shape[-2] >= a.shape[-1] else
-                 jnp.swapaxes(a, -1, -2).conj() @ jnp.linalg.solve(a @ jnp.swapaxes(a, -1, -2).conj() + l2 * jnp.eye(a.shape[-2], dtype=a.dtype), b))
+                 jnp.swapaxes(a, -1, -2).conj()
+                 @ jnp.linalg.solve(a @ jnp.swapaxes(a, -1, -2).conj() + l2 * jnp.eye(a.shape[-2], dtype=a.dtype), b))
 
 
 def lstsq(matrix: Any, rhs: Any, l2_regularizer: float = 0.0, fast: bool = True, name: str | None = None) -> Tensor:
@@ -618,8 +621,14 @@ def adjoint(matrix: Any, name: str | None = None) -> Tensor:
     return matrix_transpose(matrix, conjugate=True)
 
 
-_band_p = prim("band_part", lambda x, lo, hi: x * (((jnp.arange(x.shape[-2])[:, None] - jnp.arange(x.shape[-1])[None, :]) <= (lo if lo >= 0 else x.shape[-2]))
-                                                   & ((jnp.arange(x.shape[-1])[None, :] - jnp.arange(x.shape[-2])[:, None]) <= (hi if hi >= 0 else x.shape[-1]))).astype(x.dtype))
+def _band(x: Any, lo: int, hi: int) -> Any:
+    rows = jnp.arange(x.shape[-2])[:, None]
+    cols = jnp.arange(x.shape[-1])[None, :]
+    keep = ((rows - cols) <= (lo if lo >= 0 else x.shape[-2])) & ((cols - rows) <= (hi if hi >= 0 else x.shape[-1]))
+    return x * keep.astype(x.dtype)
+
+
+_band_p = prim("band_part", _band)
 
 
 def band_part(input: Any, num_lower: Any, num_upper: Any, name: str | None = None) -> Tensor:  # noqa: A002

@@ -18,8 +18,8 @@ import numpy as np
 from jax import lax
 
 from .. import errors
-from . import _tfgrad
 from .._core._recorder import Tensor, bind
+from . import _tfgrad
 from ._dtypes import as_dtype, check_width, from_np
 from ._machinery import (
     BOOL,
@@ -376,12 +376,14 @@ for _kind in ("sum", "mean", "max", "min", "prod"):
     _export(_f, f"math.segment_{_kind}", jax_name=f"jax.ops.segment_{'sum' if _kind == 'mean' else _kind}")
     _u = define(f"unsorted_segment_{_kind}", ["data", "segment_ids", "num_segments"], _segment(_kind, False),
                 f"Segment {_kind} over any ``segment_ids`` into ``num_segments`` rows (negative ids are dropped).\n\n"
-                f"Example:\n    >>> import tapejax as tf\n    >>> tf.math.unsorted_segment_{_kind}(tf.constant([1.0, 2.0]), [1, 0], 2).shape\n"
+                f"Example:\n    >>> import tapejax as tf\n    >>> tf.math.unsorted_segment_{_kind}(tf.constant([1.0, 2.0]), [1, 0], "
+                "2).shape\n"
                 f"    TensorShape([2])\n")
     _export(_u, f"math.unsorted_segment_{_kind}", jax_name=f"jax.ops.segment_{'sum' if _kind == 'mean' else _kind}")
 _usn = define("unsorted_segment_sqrt_n", ["data", "segment_ids", "num_segments"], _segment("sqrt_n", False),
               "Segment sum divided by sqrt(count), as ``tf.math.unsorted_segment_sqrt_n``.\n\n"
-              "Example:\n    >>> import tapejax as tf\n    >>> tf.math.unsorted_segment_sqrt_n(tf.constant([1.0, 3.0]), [0, 0], 1).numpy().round(3).tolist()\n"
+              "Example:\n    >>> import tapejax as tf\n    >>> tf.math.unsorted_segment_sqrt_n(tf.constant([1.0, 3.0]), [0, 0], "
+              "1).numpy().round(3).tolist()\n"
               "    [2.828]\n")
 _export(_usn, "math.unsorted_segment_sqrt_n", jax_name="jax.ops.segment_sum")
 

@@ -25,8 +25,8 @@ import numpy as np
 from jax import lax
 
 from .. import errors
-from . import random as _random
 from .._core._recorder import Tensor, bind
+from . import random as _random
 from ._dtypes import from_np
 from ._machinery import (
     FLOAT,
@@ -193,7 +193,8 @@ def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1, 
     check_dtype("SoftmaxCrossEntropyWithLogits", x, FLOAT) if _dt(x) not in FLOAT else None
     if tuple(z._value.shape) != tuple(x._value.shape):
         raise errors.InvalidArgumentError(
-            f"logits and labels must be broadcastable: logits_size={list(x._value.shape)} labels_size={list(z._value.shape)} [Op:SoftmaxCrossEntropyWithLogits]")
+            f"logits and labels must be broadcastable: logits_size={list(x._value.shape)} labels_size={list(z._value.shape)} "
+            "[Op:SoftmaxCrossEntropyWithLogits]")
     nd = x._value.ndim
     ax = int(axis)
     if not -nd <= ax < nd:
@@ -309,7 +310,8 @@ def bias_add(value: Any, bias: Any, data_format: Any = None, name: str | None = 
     ax = 1 if data_format is not None and data_format.startswith("NC") else x._value.ndim - 1
     if x._value.shape[ax] != b._value.shape[0]:
         raise errors.InvalidArgumentError(
-            f"Must provide as many biases as the channel dimension of the input tensor: {list(b._value.shape)} vs. {list(x._value.shape)} [Op:BiasAdd]")
+            f"Must provide as many biases as the channel dimension of the input tensor: {list(b._value.shape)} vs. {list(x._value.shape)} "
+            "[Op:BiasAdd]")
     return bind(_bias_add_p, x, b, channel_axis=ax)
 
 

@@ -7,7 +7,8 @@ It runs after every family has registered (``tapejax._ops.__init__`` imports it 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +17,6 @@ from .._core._recorder import Tensor, VariableBase
 from ._machinery import OPS, _dt, _is_t
 from .array import getitem
 from .linalg import matmul
-
 
 _E = OPS
 

@@ -74,8 +74,8 @@ def set_seed(seed: int | None) -> None:
         if seed is None:
             _traced_key._value = _entropy_key_data()
         else:
-            _traced_key._value = np.asarray(jax.random.key_data(jax.random.fold_in(jax.random.key(np.uint32(int(seed) & 0xFFFFFFFF)), 0x7ACE)),
-                                            np.uint32)
+            key = jax.random.fold_in(jax.random.key(np.uint32(int(seed) & 0xFFFFFFFF)), 0x7ACE)
+            _traced_key._value = np.asarray(jax.random.key_data(key), np.uint32)
 
 
 def get_seed(op_seed: int | None) -> tuple:

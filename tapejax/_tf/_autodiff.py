@@ -24,7 +24,8 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -32,9 +33,8 @@ import numpy as np
 from jax import lax
 
 from .._core import _recorder as _core
-from .._engine import _interpret
-from .._engine import _replay
 from .._core._recorder import Primitive, Tensor, VariableBase, bind, read_variable, state
+from .._engine import _interpret, _replay
 from .._ops._machinery import prim as _prim
 from .._ops._tensor import convert_to_tensor
 

@@ -53,13 +53,14 @@ import sys
 import textwrap
 import types
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from .._core import _recorder as _core
-from .._log import get_logger
 from .._core._recorder import Tensor, VariableBase
+from .._log import get_logger
 from .._ops._tensor import convert_to_tensor
 from . import _control_flow as _cf
 
@@ -509,7 +510,7 @@ def converted_call(f: Any, *args: Any, **kwargs: Any) -> Any:
             conv = _convert_cached(f)
             if conv is not None:
                 return conv(*args, **kwargs)
-        elif not isinstance(f, type) and _convertible(getattr(type(f), "__call__", None)):
+        elif not isinstance(f, type) and _convertible(getattr(type(f), "__call__", None)):  # noqa: B004  (the class's __call__ function, to convert its source)
             # A user object with its own __call__.
             conv = _convert_cached(type(f).__call__)
             if conv is not None:

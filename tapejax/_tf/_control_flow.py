@@ -32,7 +32,8 @@ returns a tuple/list like ``loop_vars``), and ``needs_lowering(*values)``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -977,7 +978,7 @@ def _lowered_scan(step: Callable, carry: list, carry_tree: Any, xs: list, xs_tre
         if not fb.written:
             break
         carried.extend(v for v in fb.written if not any(v is c for c in carried))
-    for k, (a, o) in enumerate(zip(c_avals, fb.out_avals[:nc])):
+    for a, o in zip(c_avals, fb.out_avals[:nc]):
         if np.dtype(a.dtype) != np.dtype(o.dtype) or tuple(a.shape) != tuple(o.shape):
             raise ValueError(
                 f"The accumulator of {api} changes from {np.dtype(a.dtype).name}{_shape_str(a.shape)} to "

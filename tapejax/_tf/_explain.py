@@ -21,8 +21,8 @@ from typing import Any
 import jax
 
 from .._core import _recorder as _core
+from .._core._recorder import VariableBase
 from .._engine import _replay
-from .._core._recorder import Tensor, VariableBase
 from .._ops._dtypes import INEXACT, from_np
 from . import _tape_common
 from ._gradient_tape import GradientTape
@@ -139,7 +139,7 @@ def _explain_source(tape: _core.Tape, targets: list, k: int, s: Any, connected: 
     cuts = [(i, o) for kind, i, o in tape.notes if kind == "stop_gradient" and i in reach]
 
     # 1. A stop_gradient applied to a value computed from the source feeds the target.
-    for i, o in cuts:
+    for _i, o in cuts:
         if o in anc:
             return Explanation(
                 Cause.STOP_GRADIENT,

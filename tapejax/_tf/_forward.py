@@ -14,21 +14,21 @@ where those leave it without one.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from .._core import _recorder as _core
-from .._engine import _interpret
-from .._engine import _replay
-from ._autodiff import _call_grad_fn, _cotangent_tensor
 from .._core._recorder import Primitive, Tensor, VariableBase, bind
-from .._ops._dtypes import INEXACT
+from .._engine import _interpret, _replay
 from .._log import log_first_n as _log_first_n
-from ._tape_common import UnconnectedGradients
+from .._ops._dtypes import INEXACT
 from .._ops._tensor import convert_to_tensor
 from .._ops.array import zeros_like
+from ._autodiff import _call_grad_fn, _cotangent_tensor
+from ._tape_common import UnconnectedGradients
 
 __all__ = ["ForwardAccumulator"]
 

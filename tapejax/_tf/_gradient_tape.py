@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -13,11 +14,11 @@ from .. import errors
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
 from .._engine import _interpret, _replay, _tiers
+from .._log import log_first_n as _log_first_n
+from .._log import vlog as _vlog
 from .._ops._dtypes import INEXACT, from_np
 from .._ops._machinery import EXPORTS
 from .._ops._tensor import convert_to_tensor
-from .._log import log_first_n as _log_first_n
-from .._log import vlog as _vlog
 from .._ops.array import zeros_like
 from . import _jacobian, _tape_common
 from ._tape_common import UnconnectedGradients, _as_target, _check_tensors, _flatten, _unconnected, _VarTarget
@@ -199,10 +200,12 @@ class GradientTape:
         gradient and the jacobians). Returns the slice and, per source, whether it is differentiable."""
         for t in targets:
             if t._value.dtype not in INEXACT:
-                _vlog("The dtype of the target tensor must be floating (e.g. tf.float32) when calling GradientTape.gradient, got %r", from_np(t._value.dtype))
+                _vlog("The dtype of the target tensor must be floating (e.g. tf.float32) when calling "
+                      "GradientTape.gradient, got %r", from_np(t._value.dtype))
         for s in flat_sources:
             if s._value.dtype not in INEXACT:
-                _vlog("The dtype of the source tensor must be floating (e.g. tf.float32) when calling GradientTape.gradient, got %r", from_np(s._value.dtype))
+                _vlog("The dtype of the source tensor must be floating (e.g. tf.float32) when calling "
+                      "GradientTape.gradient, got %r", from_np(s._value.dtype))
         known: dict = {t._id: t._value for t in targets}
         source_ids = self._source_ids(tape, flat_sources, targets, known)
         diff_sources = [s._value.dtype in INEXACT for s in flat_sources]

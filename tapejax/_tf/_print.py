@@ -20,11 +20,11 @@ def _scalar_text(v: Any) -> str:
         # back to the same value, else 17 / 9 digits.
         if isinstance(v, np.float64):
             x = float(v)
-            t = "%.15g" % x
-            return t if float(t) == x else "%.17g" % x
+            t = f"{x:.15g}"
+            return t if float(t) == x else f"{x:.17g}"
         f = np.float32(v)
-        t = "%.6g" % f
-        return t if np.float32(float(t)) == f else "%.9g" % f
+        t = f"{float(f):.6g}"
+        return t if np.float32(float(t)) == f else f"{float(f):.9g}"
     if isinstance(v, np.bool_):
         return "1" if v else "0"
     if isinstance(v, bytes):

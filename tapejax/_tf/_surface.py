@@ -64,8 +64,8 @@ from ._module import Module  # noqa: E402
 from ._name_scope import name_scope  # noqa: E402
 from ._utils import device, get_static_value, grad_pass_through, identity_n, numpy_function, py_function  # noqa: E402
 
-_MODULE_BRANCH = ["image", "io", "nest", "sparse", "strings", "train", "string", "IndexedSlices", "SparseTensor", "Module", "name_scope", "device", "get_static_value", "grad_pass_through", "identity_n",
-                  "numpy_function", "py_function"]
+_MODULE_BRANCH = ["image", "io", "nest", "sparse", "strings", "train", "string", "IndexedSlices", "SparseTensor", "Module",
+                  "name_scope", "device", "get_static_value", "grad_pass_through", "identity_n", "numpy_function", "py_function"]
 # ---- end module branch ----
 
 _OPS = _populate(globals(), "")  # top-level ops from the table: tf.sin, tf.reduce_sum, ...

@@ -7,7 +7,8 @@ which sits above the tape).
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 

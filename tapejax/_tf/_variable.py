@@ -12,8 +12,8 @@ from .._core._recorder import Tensor, VariableBase, _next_id, read_variable, tou
 from .._ops._dtypes import DType, as_dtype, from_np
 from .._ops._machinery import cast
 from .._ops._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor
-from ._name_scope import current_scope
 from ._distribute_ctx import host_value, note_variable, place_variable
+from ._name_scope import current_scope
 
 __all__ = ["Variable"]
 
@@ -74,7 +74,8 @@ class Variable(VariableBase):
         if shape is not None:
             s = TensorShape(shape)
             if not s.is_compatible_with(value.shape):
-                raise ValueError(f"The initial value's shape ({list(value.shape)}) is not compatible with the explicitly supplied `shape` argument ({list(s)}).")
+                raise ValueError(f"The initial value's shape ({list(value.shape)}) is not compatible with the explicitly supplied `shape` "
+                                 f"argument ({list(s)}).")
             self._shape = s
         else:
             self._shape = TensorShape(value.shape) if validate_shape else None
@@ -194,7 +195,8 @@ class Variable(VariableBase):
     # --- Python protocol -----------------------------------------------------------
 
     def __repr__(self) -> str:
-        return f"<tf.Variable '{self._name}' shape={TensorShape(self._value.shape)} dtype={self.dtype.name}, numpy={_numpy_text(self._value, True)}>"
+        return (f"<tf.Variable '{self._name}' shape={TensorShape(self._value.shape)} dtype={self.dtype.name}, "
+                f"numpy={_numpy_text(self._value, True)}>")
 
     def __hash__(self) -> int:
         raise TypeError(f"Variable is unhashable. Instead, use variable.ref() as the key. (Variable: {self!r})")

@@ -577,7 +577,9 @@ class Strategy:
         elif axis != 0:
             n = value._n
             arr = jnp.concatenate(jnp.split(arr, n, axis=0), axis=axis)
-        return Tensor(_ctx.host_value(arr) if not self._multi_process else _ctx.host_value(jax.jit(lambda a: a, out_shardings=NamedSharding(self._mesh, P()))(arr)))
+        if self._multi_process:
+            arr = jax.jit(lambda a: a, out_shardings=NamedSharding(self._mesh, P()))(arr)
+        return Tensor(_ctx.host_value(arr))
 
     # --- input ----------------------------------------------------------------------------
 

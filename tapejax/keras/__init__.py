@@ -47,18 +47,29 @@ Example:
 
 from __future__ import annotations
 
-from ._bridge import KerasVariable, keras as _keras, tf_keras as _tf_keras
 from . import (
-    activations, backend, constraints, initializers, layers, losses, metrics, models, optimizers, random,
-    regularizers, utils,
+    activations,
+    backend,
+    constraints,
+    initializers,
+    layers,
+    losses,
+    metrics,
+    models,
+    optimizers,
+    random,
+    regularizers,
+    utils,
 )
+from ._bridge import KerasVariable
+from ._bridge import keras as _keras
+from ._bridge import tf_keras as _tf_keras
 from .layers import Input, InputSpec, Layer
 from .losses import Loss
 from .metrics import Metric
 from .models import Model, Sequential
-from .optimizers import Optimizer
-
 from .models import tape_model as _tape_model  # noqa: E402
+from .optimizers import Optimizer
 
 
 class _ModelFactories:

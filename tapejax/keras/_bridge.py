@@ -22,7 +22,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -75,15 +76,13 @@ keras = load_keras()
 # TensorFlow's ``tf.keras`` namespace (Keras 3 plus the legacy names TF keeps:
 # ``losses.Reduction``, ``losses.mse``...), without importing TensorFlow.
 from keras._tf_keras import keras as tf_keras  # noqa: E402
-
+from keras.src.backend.common.masking import get_keras_mask as _get_keras_mask  # noqa: E402
+from keras.src.backend.common.masking import set_keras_mask as _set_keras_mask  # noqa: E402
 from keras.src.backend.common.stateless_scope import (  # noqa: E402
     StatelessScope,
     get_stateless_scope,
     in_stateless_scope,
 )
-
-from keras.src.backend.common.masking import get_keras_mask as _get_keras_mask  # noqa: E402
-from keras.src.backend.common.masking import set_keras_mask as _set_keras_mask  # noqa: E402
 
 _KerasVariable = keras.Variable
 
@@ -194,7 +193,8 @@ class KerasVariable(Variable):
         return getattr(self._kv, "regularizer", None)
 
     def __repr__(self) -> str:
-        return f"<KerasVariable path={self._kv.path}, shape={tuple(self._kv.shape)}, dtype={self._kv.dtype}, numpy=\n{np.asarray(self._value)!r}>"
+        return (f"<KerasVariable path={self._kv.path}, shape={tuple(self._kv.shape)}, dtype={self._kv.dtype}, "
+                f"numpy=\n{np.asarray(self._value)!r}>")
 
 
 def mirror(v: Any) -> Any:

@@ -19,6 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+from keras.src import utils as _kutils  # noqa: E402
+from keras.src.backend import compute_output_spec as _compute_output_spec  # noqa: E402
+from keras.src.backend.common.masking import get_keras_mask as _get_keras_mask  # noqa: E402
+from keras.src.layers.layer import CallSpec  # noqa: E402
 
 from .._core._recorder import Tensor, VariableBase
 from ._bridge import (
@@ -31,11 +35,6 @@ from ._bridge import (
     mirrors,
     stateful_call,
 )
-
-from keras.src import utils as _kutils  # noqa: E402
-from keras.src.backend import compute_output_spec as _compute_output_spec  # noqa: E402
-from keras.src.backend.common.masking import get_keras_mask as _get_keras_mask  # noqa: E402
-from keras.src.layers.layer import CallSpec  # noqa: E402
 
 __all__ = ["LayerMixin", "is_native", "adapt_callable"]
 

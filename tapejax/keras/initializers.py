@@ -14,7 +14,7 @@ import jax
 
 from .._core._recorder import Tensor
 from ._bridge import in_stateless_scope, keras
-from ._objects import getter, generate
+from ._objects import generate, getter
 
 
 class InitializerMixin:

@@ -12,7 +12,7 @@ Example:
 from __future__ import annotations
 
 from ._bridge import keras, tf_keras
-from ._objects import getter, LossMixin, generate, generate_functions
+from ._objects import LossMixin, generate, generate_functions, getter
 
 _names = generate(tf_keras.losses, keras.losses.Loss, LossMixin, __name__)
 _names.update(generate_functions(tf_keras.losses, __name__))

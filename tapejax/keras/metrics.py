@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 from ._bridge import keras, tf_keras
-from ._objects import getter, MetricMixin, generate, generate_functions
+from ._objects import MetricMixin, generate, generate_functions, getter
 
 _names = generate(tf_keras.metrics, keras.metrics.Metric, MetricMixin, __name__)
 _names.update(generate_functions(tf_keras.metrics, __name__))

@@ -30,22 +30,21 @@ from typing import Any
 
 import jax
 import numpy as np
-
-from .._core._recorder import Tensor, VariableBase
-from .._tf import _distribute_ctx as _dctx
-from .._tf import _surface as tf
-from ._bridge import in_stateless_scope, keras, mirrors, quiet_keras_array, stateful_call
-from ._layer import LayerMixin, adapt_callable
-from ._objects import _cached, tape_metric
-from . import layers as _layers
-from . import optimizers as _optimizers
-
 from keras.src import tree  # noqa: E402
 from keras.src.callbacks import callback_list as _callback_list  # noqa: E402
 from keras.src.models.functional import Functional as _KFunctional  # noqa: E402
 from keras.src.models.model import functional_init_arguments  # noqa: E402
 from keras.src.trainers.data_adapters import data_adapter_utils  # noqa: E402
 from keras.src.trainers.epoch_iterator import EpochIterator  # noqa: E402
+
+from .._core._recorder import Tensor, VariableBase
+from .._tf import _distribute_ctx as _dctx
+from .._tf import _surface as tf
+from . import layers as _layers
+from . import optimizers as _optimizers
+from ._bridge import in_stateless_scope, keras, mirrors, quiet_keras_array, stateful_call
+from ._layer import LayerMixin, adapt_callable
+from ._objects import _cached, tape_metric
 
 __all__ = ["Model", "Sequential", "Functional", "tape_model", "clone_model", "load_model", "save_model", "model_from_json"]
 
@@ -189,7 +188,8 @@ class TapeTrainer:
         state = list(keras.Model.variables.fget(self))
         if self._compile_loss is not None:
             state += list(self._compile_loss.variables)
-        loss = stateful_call(_cached(self, "compute_loss"), state, (), dict(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training))
+        loss = stateful_call(_cached(self, "compute_loss"), state, (),
+                             dict(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training))
         # Inside strategy.run each replica's loss is the mean over its share of the batch, and the
         # replicas' gradients are summed: scaled by 1/replicas (Keras's scale_loss_for_distribution
         # under TF), their sum is the gradient of the global mean.

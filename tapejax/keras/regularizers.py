@@ -12,7 +12,7 @@ Example:
 from __future__ import annotations
 
 from ._bridge import keras
-from ._objects import getter, LossMixin, generate
+from ._objects import LossMixin, generate, getter
 
 _names = generate(keras.regularizers, keras.regularizers.Regularizer, LossMixin, __name__)
 _names["get"] = getter(keras.regularizers.get, {})

@@ -31,8 +31,9 @@ not at hand, use ``atol*||v||_1 + rtol*max(|tape|, |numeric|)`` per element.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -481,7 +482,7 @@ class _Checker:
                 vt = _tensor_of(v, x._value.dtype)
                 jvs = None
                 if self.forward_impl == "accumulator":
-                    jvs = self._with_fallback(lambda: self._acc_jvp(x, vt))
+                    jvs = self._with_fallback(lambda x=x, vt=vt: self._acc_jvp(x, vt))
                 if jvs is None:
                     jvs = _tape_jvp(tape, self.ys, [x], [vt], tf.GradientTape)
                 for k, (y, jv) in enumerate(zip(self.ys, jvs)):

@@ -17,7 +17,8 @@ and raises ``GradientCheckError`` (an ``AssertionError``) when a rule is broken:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import numpy as np

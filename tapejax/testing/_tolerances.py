@@ -10,8 +10,9 @@ inside them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from types import MappingProxyType
-from typing import Any, Iterable
+from typing import Any
 
 import ml_dtypes
 import numpy as np

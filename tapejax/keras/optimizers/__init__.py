@@ -148,7 +148,8 @@ class Optimizer:
         it_dtype = "int64" if jax.config.jax_enable_x64 else "int32"
         self._iterations = Variable(0, trainable=False, name="iteration", dtype=it_dtype)
         self._variables: list[Variable] = [self._iterations]
-        if isinstance(learning_rate, LearningRateSchedule) or (callable(learning_rate) and not isinstance(learning_rate, Tensor | VariableBase)):
+        schedule = callable(learning_rate) and not isinstance(learning_rate, Tensor | VariableBase)
+        if isinstance(learning_rate, LearningRateSchedule) or schedule:
             self._learning_rate: Any = learning_rate
         else:
             if not isinstance(learning_rate, float):
@@ -335,7 +336,7 @@ class Optimizer:
         slots = [self._slots[self._index[v._uid]] for _, v in pairs]
         params = [v._value for _, v in pairs]
         gvals = [_dense(g) for g, _ in pairs]
-        for (g, v), gv, p in zip(pairs, gvals, params):
+        for (_, v), gv, p in zip(pairs, gvals, params):
             if tuple(gv.shape) != tuple(p.shape):
                 raise ValueError(
                     f"Gradient shape {tuple(gv.shape)} does not match the shape {tuple(p.shape)} of variable "
