@@ -24,7 +24,7 @@ class DType:
     Example:
         >>> import tapejax as tf
         >>> tf.float32.name, tf.float32.is_floating, tf.int32.is_integer
-        ('float32', True, False)
+        ('float32', True, True)
     """
 
     __slots__ = ("_np", "name")

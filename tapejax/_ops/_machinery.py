@@ -199,6 +199,13 @@ def define(fname: str, params: list, body: Callable, doc: str = "") -> Callable:
     return fn
 
 
+def _sample(dtypes: frozenset, floats: str, bools: str, ints: str) -> str:
+    # The docstring example's input, of a dtype the op accepts (logical ops take bools only).
+    if np.dtype(np.float32) in dtypes:
+        return floats
+    return bools if np.dtype(bool) in dtypes else ints
+
+
 def _doc(title: str, example: str) -> str:
     return f"{title}\n\nExample:\n    >>> import tapejax as tf\n    >>> {example}\n"
 
@@ -241,7 +248,8 @@ def unary(
 
     public = names[0] if names else name
     op = define(name, [arg, *params], body, _doc(f"Elementwise ``{public}``, as ``tf.{public}`` (recorded on the tape).",
-                                                  f"tf.{public}(tf.constant([0.5])).shape\n    TensorShape([1])"))
+                                                  f"tf.{public}({_sample(dtypes, 'tf.constant([0.5])', 'tf.constant([True])', 'tf.constant([1])')}).shape\n"
+                                                  "    TensorShape([1])"))
     OPS[name] = op
     return _export(op, *(names or (name,)), jax_name=jax_name or _jax_name(impl))
 
@@ -530,7 +538,8 @@ def binary(
     public = names[0] if names else name
     op = define(name, ["x", "y"], body, _doc(
         f"Elementwise ``{public}`` with broadcasting; both operands must share a dtype, as in TF.",
-        f"tf.{public}(tf.constant([2.0]), tf.constant([3.0])).shape\n    TensorShape([1])"))
+        f"tf.{public}(" + _sample(dtypes, "tf.constant([2.0]), tf.constant([3.0])", "tf.constant([True]), tf.constant([False])",
+                                  "tf.constant([2]), tf.constant([3])") + ").shape\n    TensorShape([1])"))
     OPS[name] = op
     return _export(op, *(names or (name,)), jax_name=jax_name or _jax_name(impl))
 
@@ -701,7 +710,8 @@ def reduction(
 
     op = define(name, ["input_tensor", ("axis", None), ("keepdims", False)], body,
                 _doc(f"``{names[0]}`` over ``axis`` (every axis when None), as in TF.",
-                     f"tf.{names[0]}(tf.ones((2, 3)), axis=1).shape\n    TensorShape([2])"))
+                     f"tf.{names[0]}({_sample(dtypes, 'tf.ones((2, 3))', 'tf.ones((2, 3), tf.bool)', 'tf.ones((2, 3), tf.int32)')}, "
+                     "axis=1).shape\n    TensorShape([2])"))
     OPS[name] = op
     return _export(op, *names, jax_name=jax_name or _jax_name(impl))
 
