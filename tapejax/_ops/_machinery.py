@@ -248,7 +248,8 @@ def unary(
 
     public = names[0] if names else name
     op = define(name, [arg, *params], body, _doc(f"Elementwise ``{public}``, as ``tf.{public}`` (recorded on the tape).",
-                                                  f"tf.{public}({_sample(dtypes, 'tf.constant([0.5])', 'tf.constant([True])', 'tf.constant([1])')}).shape\n"
+                                                  "tf." + public + "(" + _sample(dtypes, "tf.constant([0.5])", "tf.constant([True])", "tf.constant([1])")
+                                                  + ").shape\n"
                                                   "    TensorShape([1])"))
     OPS[name] = op
     return _export(op, *(names or (name,)), jax_name=jax_name or _jax_name(impl))
