@@ -247,10 +247,9 @@ def unary(
             return bind(p, x, **{k: _static(v) for k, v in zip(keys, vals)})
 
     public = names[0] if names else name
+    sample = _sample(dtypes, "tf.constant([0.5])", "tf.constant([True])", "tf.constant([1])")
     op = define(name, [arg, *params], body, _doc(f"Elementwise ``{public}``, as ``tf.{public}`` (recorded on the tape).",
-                                                  "tf." + public + "(" + _sample(dtypes, "tf.constant([0.5])", "tf.constant([True])", "tf.constant([1])")
-                                                  + ").shape\n"
-                                                  "    TensorShape([1])"))
+                                                  f"tf.{public}({sample}).shape\n    TensorShape([1])"))
     OPS[name] = op
     return _export(op, *(names or (name,)), jax_name=jax_name or _jax_name(impl))
 
