@@ -6,7 +6,10 @@ the tutorial's ``apply_gradients`` section suggests: a Keras optimizer updating
 the variables in place, on mini-batches, inside a compiled ``tf.function`` step.
 Both recover w ≈ 3 and b ≈ 1.
 
-Run:  python examples/linear_regression.py [--samples 1000]
+Run:  python examples/linear_regression.py [--samples 1000] [--plot weights.png]
+
+``--plot FILE`` draws ``w`` and ``b`` over the tutorial loop's steps, as the tutorial does,
+into an image file (needs matplotlib: ``pip install matplotlib``).
 """
 
 from __future__ import annotations
@@ -16,18 +19,49 @@ import argparse
 import tapejax as tf
 
 
-def seed_loop(x_data: tf.Tensor, y_data: tf.Tensor, learning_rate: float = 0.01) -> tuple[float, float]:
-    """The tutorial's code: per-sample SGD, each step making new variables."""
+def seed_loop(x_data: tf.Tensor, y_data: tf.Tensor, learning_rate: float = 0.01, history: list | None = None,
+              report_every: int = 0) -> tuple[float, float]:
+    """The tutorial's code: per-sample SGD, each step making new variables.
+
+    ``history``, when given, receives ``(w, b)`` after every step (the tutorial's ``w_list``
+    and ``b_list``); ``report_every`` prints a progress line every that many steps.
+    """
     w = tf.Variable(-1.0)
     b = tf.Variable(-1.0)
-    for x, y in zip(x_data, y_data):
+    n = int(x_data.shape[0])
+    for step, (x, y) in enumerate(zip(x_data, y_data), start=1):
         with tf.GradientTape() as tape:
             predictions = x * w + b
             loss = tf.pow((predictions - y), 2)
         gradients = tape.gradient(loss, [w, b])
         w = tf.Variable(w - learning_rate * gradients[0])
         b = tf.Variable(b - learning_rate * gradients[1])
+        if history is not None:
+            history.append((float(w.numpy()), float(b.numpy())))
+        if report_every and (step % report_every == 0 or step == n):
+            print(f"  step {step}/{n}: w = {float(w.numpy()):.4f}, b = {float(b.numpy()):.4f}", flush=True)
     return float(w.numpy()), float(b.numpy())
+
+
+def plot_history(history: list, path: str) -> bool:
+    """The tutorial's figure (w and b over the steps) saved to ``path``; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # a file, no window
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install matplotlib): no plot written")
+        return False
+    fig, ax = plt.subplots(2, figsize=(10, 5))
+    ax[0].plot([w for w, _ in history])
+    ax[0].set_xlabel("weight")
+    ax[1].plot([b for _, b in history])
+    ax[1].set_xlabel("bias")
+    fig.subplots_adjust(hspace=0.3)
+    fig.savefig(path)
+    plt.close(fig)
+    return True
 
 
 def optimizer_loop(x_data: tf.Tensor, y_data: tf.Tensor, epochs: int = 10, batch_size: int = 50,
@@ -56,24 +90,30 @@ def optimizer_loop(x_data: tf.Tensor, y_data: tf.Tensor, epochs: int = 10, batch
     return float(w.numpy()), float(b.numpy()), float(loss)
 
 
-def main(samples: int = 1000, epochs: int = 5, seed: int = 0, verbose: bool = True) -> dict:
-    """Fit y = 3x + 1 both ways; returns the learned parameters."""
+def main(samples: int = 1000, epochs: int = 5, seed: int = 0, verbose: bool = True, plot: str | None = None) -> dict:
+    """Fit y = 3x + 1 both ways; returns the learned parameters (and, with ``plot``, writes the figure)."""
     tf.random.set_seed(seed)
     x_data = tf.random.normal(shape=(samples,), dtype=tf.float32)
     y_data = 3 * x_data + 1  # 3x + 1
 
-    w1, b1 = seed_loop(x_data, y_data)
+    history: list = []
+    w1, b1 = seed_loop(x_data, y_data, history=history, report_every=max(samples // 5, 1) if verbose else 0)
+    plotted = plot_history(history, plot) if plot else False
+    if verbose and plotted:
+        print(f"plot of w and b over {len(history)} steps written to {plot}")
     if verbose:
         print(f"tutorial loop ({samples} single-sample steps): w = {w1:.4f}, b = {b1:.4f}")
     w2, b2, loss = optimizer_loop(x_data, y_data, epochs=epochs, verbose=verbose)
     if verbose:
         print(f"optimizer loop (SGD, compiled step): w = {w2:.4f}, b = {b2:.4f}, final loss {loss:.2e}")
-    return {"w": w1, "b": b1, "w_optimizer": w2, "b_optimizer": b2, "loss_optimizer": loss}
+    return {"w": w1, "b": b1, "w_optimizer": w2, "b_optimizer": b2, "loss_optimizer": loss, "history": history,
+            "plotted": plotted}
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--plot", metavar="FILE", help="save the tutorial's plot of w and b to FILE (needs matplotlib)")
     args = parser.parse_args()
-    main(samples=args.samples, epochs=args.epochs)
+    main(samples=args.samples, epochs=args.epochs, plot=args.plot)

@@ -106,7 +106,12 @@ def main(atoms: int = 5, steps: int = 40, dt: float = 0.005, verbose: bool = Tru
     v0_np -= v0_np.mean(axis=0)  # no drift of the centre of mass
     v0 = tf.constant(v0_np)
 
+    def progress(msg: str) -> None:
+        if verbose:
+            print(msg, flush=True)
+
     # 1. Forces.
+    progress("[1/3] forces from one tape...")
     f = forces(x0, sigma, pairs)
     # The references are jitted: JAX's op-by-op mode is slow for jax.hessian.
     f_ref = -jax.jit(jax.grad(energy_jax))(jnp.asarray(x0_np), 1.0, jnp.asarray(pairs_np))
@@ -114,6 +119,7 @@ def main(atoms: int = 5, steps: int = 40, dt: float = 0.005, verbose: bool = Tru
     net_force = float(np.max(np.abs(f.numpy().sum(axis=0))))
 
     # 2. The Hessian from nested tapes.
+    progress("[2/3] Hessian from nested tapes (jacobian of a gradient)...")
     with tf.GradientTape() as outer:
         outer.watch(x0)
         with tf.GradientTape() as inner:
@@ -128,6 +134,7 @@ def main(atoms: int = 5, steps: int = 40, dt: float = 0.005, verbose: bool = Tru
     translation_residual = float(np.max(np.abs(h.reshape(2 * atoms, atoms, 2).sum(axis=1))) / scale)
 
     # 3. Through the solver: d(mean squared displacement)/d(sigma), nested tapes in every step.
+    progress(f"[3/3] gradient through {steps} Verlet steps...")
     with tf.GradientTape() as tape:
         tape.watch(sigma)
         x_t, v_t = verlet(x0, v0, sigma, pairs, steps, dt)

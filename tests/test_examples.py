@@ -24,6 +24,18 @@ def test_linear_regression_recovers_w3_b1():
     assert r["w_optimizer"] == pytest.approx(3.0, abs=1e-3) and r["b_optimizer"] == pytest.approx(1.0, abs=1e-3)
 
 
+def test_linear_regression_history_plot_and_progress(tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="matplotlib is in the test extra")
+    png = tmp_path / "weights.png"
+    r = load("linear_regression").main(samples=100, epochs=2, verbose=True, plot=str(png))
+    out = capsys.readouterr().out
+    assert r["plotted"] and png.stat().st_size > 1000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The history is the tutorial's w_list/b_list: one entry per sample, ending at the result.
+    assert len(r["history"]) == 100 and r["history"][-1] == (r["w"], r["b"])
+    assert r["history"][0][0] > -1.0  # the first step moved w up from its start towards 3
+    assert len(re.findall(r"step \d+/100", out)) == 5 and "written to" in out
+
+
 def test_mlp_classifier_eager_and_compiled(capsys):
     r = load("mlp_classifier").main(epochs=2, samples=512, verbose=True)
     for mode in ("eager", "function"):
