@@ -449,7 +449,7 @@ class Function:
         out_tree, static = entry.out_spec
         it = iter(outs[:n_dyn])
         res = [next(it) if s[0] == "T" else next(it)._value if s[0] == "A" else s[1] for s in static]
-        return jax.tree_util.tree_unflatten(out_tree, res)
+        return _reorder(jax.tree_util.tree_unflatten(out_tree, res), getattr(entry, "out_order", None))
 
     def _entry_for(self, args: tuple, kwargs: dict) -> tuple:
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
@@ -564,6 +564,7 @@ class Function:
                 _core.state.tracing.pop()
                 _core.state.bound = saved_bound
             side["out"] = (out_tree, static)
+            cap.out_order = _dict_order(out)
             return dyn, finals, created_finals, list(cap.created_init)
 
         try:
@@ -633,6 +634,7 @@ class Function:
         entry.variables = list(cap.inputs)
         entry.assigned = assigned
         entry.out_spec = out_spec
+        entry.out_order = getattr(cap, "out_order", None)
         entry.has_effects = bool(closed.jaxpr.effects)
         entry.jitted = jax.jit(run)
         entry.closed = closed
@@ -672,7 +674,33 @@ class Function:
         out_tree, static = entry.out_spec
         it = iter(dyn)
         outs = [Tensor(next(it)) if s[0] == "T" else next(it) if s[0] == "A" else s[1] for s in static]
-        return jax.tree_util.tree_unflatten(out_tree, outs)
+        return _reorder(jax.tree_util.tree_unflatten(out_tree, outs), getattr(entry, "out_order", None))
+
+
+def _dict_order(x: Any) -> Any:
+    """The key order of every dict in a traced function's output (None when it holds no dict).
+
+    JAX's pytrees rebuild a dict with its keys sorted; TF returns them in the order the function
+    built them, which this records so that ``_reorder`` can restore it on every call.
+    """
+    if type(x) is dict:
+        return ("d", [(k, _dict_order(v)) for k, v in x.items()])
+    if type(x) in (list, tuple) or (isinstance(x, tuple) and hasattr(x, "_fields")):
+        subs = [_dict_order(v) for v in x]
+        return ("s", subs) if any(s is not None for s in subs) else None
+    return None
+
+
+def _reorder(x: Any, order: Any) -> Any:
+    if order is None:
+        return x
+    kind, subs = order
+    if kind == "d":
+        return {k: _reorder(x[k], sub) for k, sub in subs}
+    items = [_reorder(v, sub) for v, sub in zip(x, subs)]
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return type(x)(*items)
+    return type(x)(items)
 
 
 def _spec_of(x: Any, name: str | None = None) -> Any:

@@ -59,6 +59,19 @@ def outcome(fn, tf, capfd):
 
 
 @case
+def dict_outputs_keep_the_order_the_function_built(tf):
+    # JAX's pytrees sort dict keys; TF returns them in insertion order (nested too), every call.
+    v = tf.Variable(1.0)
+
+    @tf.function
+    def f(x):
+        return {"b": x + 1.0, "a": x * v, "c": {"z": x, "y": (x, {"q": x, "p": x})}}
+
+    outs = [f(tf.constant(float(i))) for i in range(2)]
+    return [(list(o), list(o["c"]), list(o["c"]["y"][1])) for o in outs], outs[1]
+
+
+@case
 def returned_variable_is_its_value_after_the_call(tf):
     v = tf.Variable(0.0)
 
