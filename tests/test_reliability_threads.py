@@ -355,3 +355,36 @@ def test_replay_cache_safe_while_another_thread_evicts_with_a_tiny_size(restore_
     # Every program inserted is either still cached or was evicted (two threads that miss the
     # same key at once insert it once).
     assert 0 < info.evictions <= info.misses - info.size
+
+
+def test_concurrent_calls_of_a_random_function_draw_what_sequential_calls_draw():
+    # Each call reads the random-key state, runs and writes the advanced key back; two threads
+    # must not both read the same key (the first calls used to draw identical numbers).
+    import threading
+
+    def draws(concurrent: bool) -> list:
+        tf.random.set_seed(7)
+
+        @tf.function
+        def f():
+            return tf.random.normal((3,))
+
+        out: list = []
+        if not concurrent:
+            return sorted(tuple(f().numpy().tolist()) for _ in range(8))
+        barrier = threading.Barrier(8)
+
+        def run():
+            barrier.wait()
+            out.append(tuple(f().numpy().tolist()))
+
+        threads = [threading.Thread(target=run) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return sorted(out)
+
+    sequential = draws(False)
+    assert len(set(sequential)) == 8
+    assert draws(True) == sequential  # the same eight draws, whichever thread got which

@@ -47,6 +47,7 @@ from .. import config as _config
 from .. import errors
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
+from .._ops import random as _random_ops
 from .._ops._dtypes import as_dtype
 from .._ops._tensor import TensorShape, convert_to_tensor
 from . import _autograph
@@ -438,12 +439,13 @@ class Function:
         leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=_is_leaf)
         data = [x for x in leaves if isinstance(x, Tensor | np.ndarray | jax.Array)]
         variables = _vars_for(entry, var_args)
-        outs = _core.bind(_CALL, *data, *variables, entry=entry)
-        n_dyn = len(outs) - len(entry.assigned)
-        for i, t in zip(entry.assigned, outs[n_dyn:]):
-            var = variables[i]
-            _core.touch_variable(var)
-            var._value = t._value
+        with _state_lock(variables):
+            outs = _core.bind(_CALL, *data, *variables, entry=entry)
+            n_dyn = len(outs) - len(entry.assigned)
+            for i, t in zip(entry.assigned, outs[n_dyn:]):
+                var = variables[i]
+                _core.touch_variable(var)
+                var._value = t._value
         if entry.has_effects:
             jax.effects_barrier()
         out_tree, static = entry.out_spec
@@ -665,9 +667,10 @@ class Function:
 
     def _run(self, entry: _Entry, arrays: list, var_args: Any) -> Any:
         variables = _vars_for(entry, var_args) if var_args else entry.variables
-        dyn, new = entry.jitted(arrays, [v._v for v in variables])
-        for i, val in zip(entry.assigned, new):
-            variables[i]._value = val
+        with _state_lock(variables):
+            dyn, new = entry.jitted(arrays, [v._v for v in variables])
+            for i, val in zip(entry.assigned, new):
+                variables[i]._value = val
         if entry.has_effects:
             # tf.print is synchronous in TF: its lines are out before the call returns.
             jax.effects_barrier()
@@ -675,6 +678,28 @@ class Function:
         it = iter(dyn)
         outs = [Tensor(next(it)) if s[0] == "T" else next(it) if s[0] == "A" else s[1] for s in static]
         return _reorder(jax.tree_util.tree_unflatten(out_tree, outs), getattr(entry, "out_order", None))
+
+
+# A compiled call reads its variables, runs, and writes the new values back. For the random-key
+# holder that read-run-write must not interleave between threads: two first calls on two threads
+# would read the same key and draw the same numbers (TF's stateful random kernels lock their state).
+_RNG_LOCK = threading.RLock()
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+_NO_LOCK = _NoLock()
+
+
+def _state_lock(variables: list) -> Any:
+    key = _random_ops._traced_key
+    return _RNG_LOCK if any(v is key for v in variables) else _NO_LOCK
 
 
 def _dict_order(x: Any) -> Any:
