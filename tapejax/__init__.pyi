@@ -118,6 +118,7 @@ from tapejax._tf._explain import explain as explain
 from tapejax._tf._function import Function as Function
 from tapejax._tf._function import TensorSpec as TensorSpec
 from tapejax._tf._function import function as function
+from tapejax._tf._function import init_scope as init_scope
 from tapejax._tf._gradient_tape import GradientTape as GradientTape
 from tapejax._tf._interop import from_jax as from_jax
 from tapejax._tf._interop import to_jax as to_jax
@@ -319,6 +320,7 @@ __all__ = [
     'identity',
     'identity_n',
     'image',
+    'init_scope',
     'int16',
     'int32',
     'int64',

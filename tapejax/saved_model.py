@@ -41,9 +41,40 @@ from ._core._recorder import Tensor, VariableBase
 from ._tf._function import ConcreteFunction, Function
 from ._tf._variable import Variable
 
-__all__ = ["save", "load"]
+__all__ = ["SaveOptions", "save", "load"]
 
 _FORMAT = "tapejax-saved-model-1"
+
+
+class SaveOptions:
+    """Options for ``tf.saved_model.save`` (TF's ``tf.saved_model.SaveOptions``), accepted and kept.
+
+    tapejax's saved programs are ``jax.export`` blobs: a custom gradient is part of the exported
+    program whatever ``experimental_custom_gradients`` says, and the TF-specific options
+    (namespaces, debug info, I/O device, variable policy, image format) change nothing.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.saved_model.SaveOptions(experimental_custom_gradients=True).experimental_custom_gradients
+        True
+    """
+
+    def __init__(self, namespace_whitelist: Any = None, save_debug_info: bool = False, function_aliases: Any = None,
+                 experimental_debug_stripper: bool = False, experimental_io_device: Any = None,
+                 experimental_variable_policy: Any = None, experimental_custom_gradients: bool = True,
+                 experimental_image_format: bool = False, experimental_skip_saver: bool = False,
+                 experimental_sharding_callback: Any = None, extra_tags: Any = None):
+        self.namespace_whitelist = namespace_whitelist
+        self.save_debug_info = save_debug_info
+        self.function_aliases = dict(function_aliases) if function_aliases else {}
+        self.experimental_debug_stripper = experimental_debug_stripper
+        self.experimental_io_device = experimental_io_device
+        self.experimental_variable_policy = experimental_variable_policy
+        self.experimental_custom_gradients = experimental_custom_gradients
+        self.experimental_image_format = experimental_image_format
+        self.experimental_skip_saver = experimental_skip_saver
+        self.experimental_sharding_callback = experimental_sharding_callback
+        self.extra_tags = extra_tags
 
 
 def _functions_of(obj: Any, signatures: Any) -> dict:

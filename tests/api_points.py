@@ -464,3 +464,16 @@ ROWS += [
      ["test_distribute.py::test_keras_fit_under_mirrored_scope_8_replicas_matches_one_device",
       "test_distribute.py::test_keras_fit_under_mirrored_scope_matches_tf"]),
 ]
+ROWS += [
+    ("init_scope()", "same", "tracing hooks and tapes suspended, jax.ensure_compile_time_eval: the block runs eagerly at trace time",
+     ["oracle/test_oracle_function.py::test_function_snippet_matches_tf"]),
+    ("Function.pretty_printed_concrete_signatures() / ConcreteFunction.pretty_printed_signature()", "same",
+     "TF's text from each trace's TensorSpecs (captured variables listed by id)",
+     ["oracle/test_oracle_function.py::test_function_snippet_matches_tf"]),
+    ("saved_model.SaveOptions(...)", "differs", "accepted and kept; jax.export programs carry custom gradients anyway",
+     ["oracle/test_oracle_function.py::test_function_snippet_matches_tf"]),
+    ("function: dict outputs in insertion order; concurrent random calls", "same",
+     "the traced output's dict order restored on every call; a lock over the random-key read-run-write",
+     ["oracle/test_oracle_function.py::test_function_snippet_matches_tf",
+      "test_reliability_threads.py::test_concurrent_calls_of_a_random_function_draw_what_sequential_calls_draw"]),
+]

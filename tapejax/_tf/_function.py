@@ -30,6 +30,7 @@ tensors become ``tf.cond``/``tf.while_loop``.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import threading
 import traceback
@@ -208,6 +209,9 @@ class _Entry:
         self.flat_pure: Callable | None = None
         self.arg_slots: list = []
         self.eager_once = False
+        # The call's arguments as TensorSpecs and Python values (never the tensors themselves):
+        # what pretty_printed_concrete_signatures describes.
+        self.spec_args: tuple | None = None
 
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
@@ -460,6 +464,7 @@ class Function:
             entry = self._entries.get(key)
             if entry is None or (entry.jitted is None and not entry.eager and not entry.eager_once):
                 entry = self._entries[key] = _Entry()
+                entry.spec_args = (tuple(_spec_of(a) for a in args), {k: _spec_of(v) for k, v in kwargs.items()})
                 try:
                     self._trace(entry, key, leaves, treedef, arrays)
                 except errors.OperatorNotAllowedInGraphError as e:
@@ -513,6 +518,32 @@ class Function:
         if entry.concrete is None:
             entry.concrete = ConcreteFunction(self, entry, args, kwargs)
         return entry.concrete
+
+    def pretty_printed_concrete_signatures(self, verbose: bool = True) -> str:
+        """Every traced signature, as TF prints them: parameters, output type, captures.
+
+        Example:
+            >>> import tapejax as tf
+            >>> @tf.function
+            ... def double(a):
+            ...     return a + a
+            >>> _ = double(tf.constant(1))
+            >>> print(double.pretty_printed_concrete_signatures())
+            Input Parameters:
+              a (POSITIONAL_OR_KEYWORD): TensorSpec(shape=(), dtype=tf.int32, name=None)
+            Output Type:
+              TensorSpec(shape=(), dtype=tf.int32, name=None)
+            Captures:
+              None
+        """
+        out = []
+        for entry in list(self._entries.values()):
+            if entry.closed is None or entry.spec_args is None:
+                continue
+            if entry.concrete is None:
+                entry.concrete = ConcreteFunction(self, entry, *entry.spec_args)
+            out.append(entry.concrete.pretty_printed_signature(verbose))
+        return "\n\n".join(out)
 
     def _tf_key(self, key: Any) -> Any:
         # The key TF traces by: with an input_signature, one trace per signature.
@@ -702,6 +733,41 @@ def _state_lock(variables: list) -> Any:
     return _RNG_LOCK if any(v is key for v in variables) else _NO_LOCK
 
 
+class init_scope:
+    """Run the enclosed code outside every function being traced, with gradient tapes paused (``tf.init_scope``).
+
+    Inside a ``tapejax.function`` the block runs eagerly, once, while the function is traced:
+    variables it creates or assigns get real values (TF's one-time initialisation idiom), and
+    nothing of it becomes part of the compiled program. Tapes and forward accumulators do not
+    record inside it.
+
+    Example:
+        >>> import tapejax as tf
+        >>> v = tf.Variable(0)
+        >>> @tf.function
+        ... def f():
+        ...     with tf.init_scope():
+        ...         v.assign_add(1)   # runs once, at trace time
+        ...     return v + 0
+        >>> [int(f()) for _ in range(3)], int(v.numpy())
+        ([1, 1, 1], 1)
+    """
+
+    def __enter__(self) -> None:
+        st = _core.state
+        self._saved = (st.tracing, st.bound, st.recording, st.accumulators, st.order)
+        st.tracing, st.bound, st.recording, st.accumulators, st.order = [], None, [], [], []
+        # Under a JAX trace every jnp op is staged into it, concrete inputs or not; this makes
+        # ops on concrete values run now instead (a traced value used here still raises).
+        self._eval = jax.ensure_compile_time_eval()
+        self._eval.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._eval.__exit__(*exc)
+        st = _core.state
+        st.tracing, st.bound, st.recording, st.accumulators, st.order = self._saved
+
+
 def _dict_order(x: Any) -> Any:
     """The key order of every dict in a traced function's output (None when it holds no dict).
 
@@ -852,6 +918,37 @@ class ConcreteFunction:
                         f"cannot compute {self.name} as input #{k}(zero-based) was expected to be a "
                         f"{spec.dtype.name} tensor but is a {t.dtype.name} tensor")
         return self._function(*args, **kwargs)
+
+    def pretty_printed_signature(self, verbose: bool = True) -> str:
+        """This trace's signature as TF prints it (``Input Parameters``, ``Output Type``, ``Captures``)."""
+
+        def spec(x: Any) -> str:
+            if isinstance(x, TensorSpec):
+                return repr(TensorSpec(x.shape, x.dtype))  # TF prints the type, without a name
+            return f"Literal[{x!r}]"
+
+        try:
+            params = list(inspect.signature(self._function._python_function).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        lines = ["Input Parameters:"]
+        for i, a in enumerate(self._args):
+            p = params[i] if i < len(params) else None
+            nested = not isinstance(a, TensorSpec) and isinstance(a, list | tuple | dict)
+            text = jax.tree_util.tree_map(spec, a) if nested else spec(a)
+            lines.append(f"  {p.name if p else f'arg_{i}'} ({p.kind.name if p else 'POSITIONAL_ONLY'}): {text}")
+        for k, v in self._kwargs.items():
+            lines.append(f"  {k} (KEYWORD_ONLY): {spec(v)}")
+        outs = self._outputs
+        out_text = spec(outs) if isinstance(outs, TensorSpec) else repr(outs)
+        lines += ["Output Type:", f"  {out_text}"]
+        lines.append("Captures:")
+        variables = self._entry.variables
+        if not variables:
+            lines.append("  None")
+        for v in variables:
+            lines.append(f"  {v._uid}: TensorSpec(shape=(), dtype=tf.resource, name=None)")
+        return "\n".join(lines)
 
     def __repr__(self) -> str:
         return f"ConcreteFunction {self.name}{self.structured_input_signature} -> {self._outputs!r}"

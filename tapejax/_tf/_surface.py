@@ -38,7 +38,7 @@ from .._ops._tensor import TensorShape, constant, convert_to_tensor, is_tensor
 from ._autodiff import custom_gradient, recompute_grad, stop_gradient
 from ._distribute_ctx import VariableAggregation, VariableSynchronization
 from ._explain import Explanation, NoneGradientCause, NoneGradientWarning, explain
-from ._function import Function, TensorSpec, function
+from ._function import Function, TensorSpec, function, init_scope
 from ._gradient_tape import GradientTape, UnconnectedGradients
 from ._namespace import populate as _populate
 from ._print import print_ as print  # noqa: A001  (TF's name)
@@ -79,7 +79,7 @@ __all__ = sorted(
         "TensorShape", "constant", "convert_to_tensor", "is_tensor",
         "custom_gradient", "recompute_grad", "stop_gradient",
         "Explanation", "NoneGradientCause", "NoneGradientWarning", "explain",
-        "Function", "TensorSpec", "function", "GradientTape", "UnconnectedGradients", "print", "Variable",
+        "Function", "TensorSpec", "function", "init_scope", "GradientTape", "UnconnectedGradients", "print", "Variable",
         "VariableAggregation", "VariableSynchronization",
         "from_jax", "to_jax",
         "newaxis", "half", "double",

@@ -59,6 +59,45 @@ def outcome(fn, tf, capfd):
 
 
 @case
+def init_scope_runs_once_at_trace_time(tf):
+    # TF's function guide: the init_scope block is lifted out of the traced program.
+    class Model(tf.Module):
+        def __init__(self):
+            self.v = tf.Variable(0)
+            self.counter = 0
+
+        @tf.function
+        def __call__(self):
+            if self.counter == 0:
+                with tf.init_scope():
+                    self.counter += 1
+                    self.v.assign_add(1)
+            return self.v
+
+    m = Model()
+    return [m().numpy().item() for _ in range(3)], m.v.numpy().item(), m.counter
+
+
+@case
+def pretty_printed_concrete_signatures_lists_every_trace(tf):
+    @tf.function
+    def double(a):
+        return a + a
+
+    double(tf.constant(1))
+    double(tf.constant(1.5))
+    double(tf.constant([1.0, 2.0]))
+    return double.pretty_printed_concrete_signatures()
+
+
+@case
+def save_options_fields(tf):
+    o = tf.saved_model.SaveOptions(experimental_custom_gradients=False, save_debug_info=True)
+    return (type(o).__name__, o.experimental_custom_gradients, o.save_debug_info, o.namespace_whitelist,
+            o.experimental_io_device)
+
+
+@case
 def dict_outputs_keep_the_order_the_function_built(tf):
     # JAX's pytrees sort dict keys; TF returns them in insertion order (nested too), every call.
     v = tf.Variable(1.0)
