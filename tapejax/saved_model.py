@@ -95,20 +95,36 @@ def _functions_of(obj: Any, signatures: Any) -> dict:
     return found
 
 
-def _concrete(fn: Any, name: str) -> ConcreteFunction:
+def _concretes(fn: Any, name: str) -> list:
+    """The programs saved for ``fn``: its input_signature's, else every trace it has so far (as TF)."""
     if isinstance(fn, ConcreteFunction):
-        return fn
-    if fn.input_signature is None:
+        return [fn]
+    if fn.input_signature is not None:
+        return [fn.get_concrete_function()]
+    traced = [e for e in list(fn._entries.values())
+              if e.closed is not None and e.spec_args is not None and e.jitted is not None and not e.eager]
+    if not traced:
         raise ValueError(
-            f"tf.saved_model.save: the tf.function {name!r} has no input_signature, so there is no program to "
-            "save. Give it input_signature=[tf.TensorSpec(...)] with known shapes, or pass "
+            f"tf.saved_model.save: the tf.function {name!r} has no input_signature and has not been called, so "
+            "there is no program to save. Call it once with tensors of the shapes to serve, give it "
+            "input_signature=[tf.TensorSpec(...)] with known shapes, or pass "
             "signatures={'name': f.get_concrete_function(tf.TensorSpec(...))}."
         )
-    return fn.get_concrete_function()
+    out = []
+    for e in traced:
+        if e.concrete is None:
+            e.concrete = ConcreteFunction(fn, e, *e.spec_args)
+        out.append(e.concrete)
+    return out
 
 
 def save(obj: Any, export_dir: str, signatures: Any = None, options: Any = None) -> None:
-    """Export ``obj``'s ``tf.function``s (those with an ``input_signature``) and their variables."""
+    """Export ``obj``'s ``tf.function``s and their variables.
+
+    A function with an ``input_signature`` is saved for that signature; one without is saved
+    with every program it has traced so far, as TF saves its concrete functions (the loaded
+    function dispatches a call to the program traced for its shapes and dtypes).
+    """
     fns = _functions_of(obj, signatures)
     if not fns:
         raise ValueError(f"tf.saved_model.save: {type(obj).__name__} has no tf.function to save.")
@@ -116,34 +132,12 @@ def save(obj: Any, export_dir: str, signatures: Any = None, options: Any = None)
     variables: list = []
     index: dict = {}
     meta: dict = {"format": _FORMAT, "functions": {}}
+    files = 0
     for name, fn in fns.items():
-        cf = _concrete(fn, name)
-        entry = cf._entry
-        if entry.has_effects:
-            raise NotImplementedError(
-                f"tf.saved_model.save: {name!r} calls back into Python (tf.print), which a serialized XLA "
-                "program cannot hold. Remove the tf.print, or save the variables with tf.train.Checkpoint."
-            )
-        in_specs = [a for a in cf.inputs]
-        arrays = [jax.ShapeDtypeStruct(tuple(s.shape.as_list()), s.dtype._np) for s in in_specs]
-        var_avals = [jax.ShapeDtypeStruct(v._v.shape, v._v.dtype) for v in entry.variables]
-        try:
-            exported = _export.export(entry.jitted)(arrays, var_avals)
-        except Exception as e:  # noqa: BLE001  (any export failure is this one error to the user)
-            raise NotImplementedError(f"tf.saved_model.save: {name!r} could not be exported with jax.export: {e}") from e
-        for v in entry.variables:
-            if v._uid not in index:
-                index[v._uid] = len(variables)
-                variables.append(v)
-        with open(os.path.join(export_dir, f"fn_{len(meta['functions'])}.bin"), "wb") as f:
-            f.write(exported.serialize())
-        with open(os.path.join(export_dir, f"fn_{len(meta['functions'])}.tree"), "wb") as f:
-            pickle.dump({"in_tree": jax.tree_util.tree_structure((cf._args, cf._kwargs)), "out": entry.out_spec}, f)
-        meta["functions"][name] = {
-            "file": len(meta["functions"]),
-            "variables": [index[v._uid] for v in entry.variables],
-            "assigned": list(entry.assigned),
-        }
+        meta["functions"][name] = []
+        for cf in _concretes(fn, name):
+            meta["functions"][name].append(_save_program(export_dir, files, name, cf, variables, index))
+            files += 1
     np.savez(os.path.join(export_dir, "variables.npz"),
              **{f"v{k}": np.asarray(v._v) for k, v in enumerate(variables)})
     meta["variables"] = [{"name": getattr(v, "name", f"v{k}"), "trainable": v._trainable} for k, v in enumerate(variables)]
@@ -151,22 +145,62 @@ def save(obj: Any, export_dir: str, signatures: Any = None, options: Any = None)
         json.dump(meta, f)
 
 
+def _save_program(export_dir: str, file: int, name: str, cf: ConcreteFunction, variables: list, index: dict) -> dict:
+    entry = cf._entry
+    if entry.has_effects:
+        raise NotImplementedError(
+            f"tf.saved_model.save: {name!r} calls back into Python (tf.print), which a serialized XLA "
+            "program cannot hold. Remove the tf.print, or save the variables with tf.train.Checkpoint."
+        )
+    arrays = [jax.ShapeDtypeStruct(tuple(s.shape.as_list()), s.dtype._np) for s in cf.inputs]
+    var_avals = [jax.ShapeDtypeStruct(v._v.shape, v._v.dtype) for v in entry.variables]
+    try:
+        exported = _export.export(entry.jitted)(arrays, var_avals)
+    except Exception as e:  # noqa: BLE001  (any export failure is this one error to the user)
+        raise NotImplementedError(f"tf.saved_model.save: {name!r} could not be exported with jax.export: {e}") from e
+    for v in entry.variables:
+        if v._uid not in index:
+            index[v._uid] = len(variables)
+            variables.append(v)
+    with open(os.path.join(export_dir, f"fn_{file}.bin"), "wb") as f:
+        f.write(exported.serialize())
+    with open(os.path.join(export_dir, f"fn_{file}.tree"), "wb") as f:
+        pickle.dump({"in_tree": jax.tree_util.tree_structure((cf._args, cf._kwargs)), "out": entry.out_spec,
+                     "in_avals": [(tuple(a.shape), str(np.dtype(a.dtype))) for a in arrays]}, f)
+    return {"file": file, "variables": [index[v._uid] for v in entry.variables], "assigned": list(entry.assigned)}
+
+
+class _Program:
+    def __init__(self, exported: Any, tree: dict, variables: list, assigned: list):
+        self.exported = exported
+        self.out = tree["out"]
+        self.in_avals = tree.get("in_avals")
+        self.variables = variables
+        self.assigned = assigned
+
+
 class _LoadedFunction:
-    def __init__(self, exported: Any, tree: dict, variables: list, assigned: list, name: str):
-        self._exported = exported
-        self._in_tree = tree["in_tree"]
-        self._out = tree["out"]
-        self._variables = variables
-        self._assigned = assigned
+    """A saved function: one exported program per traced signature, chosen by the call's shapes and dtypes."""
+
+    def __init__(self, programs: list, name: str):
+        self._programs = programs
         self.__name__ = name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=lambda x: isinstance(x, Tensor | VariableBase))
         arrays = [x._value if isinstance(x, Tensor | VariableBase) else np.asarray(x) for x in leaves]
-        dyn, new = self._exported.call(arrays, [v._v for v in self._variables])
-        for i, val in zip(self._assigned, new):
-            self._variables[i]._value = val
-        out_tree, static = self._out
+        got = [(tuple(np.shape(a)), str(np.dtype(a.dtype))) for a in arrays]
+        prog = next((p for p in self._programs if p.in_avals is None or p.in_avals == got), None)
+        if prog is None:
+            raise ValueError(
+                f"Could not find matching concrete function to call loaded from the SavedModel: {self.__name__} was "
+                f"saved for the inputs {[p.in_avals for p in self._programs]} and got {got}. Save it after calling "
+                "it with these shapes and dtypes, or with an input_signature that covers them."
+            )
+        dyn, new = prog.exported.call(arrays, [v._v for v in prog.variables])
+        for i, val in zip(prog.assigned, new):
+            prog.variables[i]._value = val
+        out_tree, static = prog.out
         it = iter(dyn)
         outs = [Tensor(next(it)) if s[0] == "T" else next(it) if s[0] == "A" else s[1] for s in static]
         return jax.tree_util.tree_unflatten(out_tree, outs)
@@ -201,12 +235,15 @@ def load(export_dir: str, tags: Any = None, options: Any = None) -> Any:
                  for k, m in enumerate(meta["variables"])]
     out = _Loaded()
     out.variables = variables
-    for name, info in meta["functions"].items():
-        with open(os.path.join(export_dir, f"fn_{info['file']}.bin"), "rb") as f:
-            exported = _export.deserialize(bytearray(f.read()))
-        with open(os.path.join(export_dir, f"fn_{info['file']}.tree"), "rb") as f:
-            tree = pickle.load(f)  # noqa: S301  (written by save() above)
-        fn = _LoadedFunction(exported, tree, [variables[k] for k in info["variables"]], info["assigned"], name)
+    for name, infos in meta["functions"].items():
+        programs = []
+        for info in infos if isinstance(infos, list) else [infos]:
+            with open(os.path.join(export_dir, f"fn_{info['file']}.bin"), "rb") as f:
+                exported = _export.deserialize(bytearray(f.read()))
+            with open(os.path.join(export_dir, f"fn_{info['file']}.tree"), "rb") as f:
+                tree = pickle.load(f)  # noqa: S301  (written by save() above)
+            programs.append(_Program(exported, tree, [variables[k] for k in info["variables"]], info["assigned"]))
+        fn = _LoadedFunction(programs, name)
         out.signatures[name] = fn
         if name.isidentifier():
             out.__dict__[name] = fn

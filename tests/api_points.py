@@ -477,3 +477,8 @@ ROWS += [
      ["oracle/test_oracle_function.py::test_function_snippet_matches_tf",
       "test_reliability_threads.py::test_concurrent_calls_of_a_random_function_draw_what_sequential_calls_draw"]),
 ]
+ROWS += [
+    ("saved_model.save of a tf.function without input_signature", "same",
+     "every program traced so far exported (jax.export); the loaded function dispatches on shapes and dtypes",
+     ["oracle/test_oracle_function.py::test_function_snippet_matches_tf", "test_saved_model.py::test_save_errors_name_the_alternative"]),
+]

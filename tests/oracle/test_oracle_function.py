@@ -59,6 +59,35 @@ def outcome(fn, tf, capfd):
 
 
 @case
+def saved_model_without_signature_keeps_every_trace(tf):
+    # TF's basics guide: a tf.function without input_signature is saved with the programs it
+    # traced; the loaded function dispatches on the call's shapes (an untraced shape raises).
+    import tempfile
+
+    class MyModule(tf.Module):
+        def __init__(self, value):
+            self.weight = tf.Variable(value)
+
+        @tf.function
+        def multiply(self, x):
+            return x * self.weight
+
+    m = MyModule(3)
+    m.multiply(tf.constant([1, 2, 3]))
+    m.multiply(tf.constant(5))
+    d = tempfile.mkdtemp()
+    tf.saved_model.save(m, d)
+    r = tf.saved_model.load(d)
+    out = [r.multiply(tf.constant([1, 2, 3])), r.multiply(tf.constant(7))]
+    try:
+        r.multiply(tf.constant([1.0]))
+        out.append("no error")
+    except ValueError:
+        out.append("ValueError")
+    return out
+
+
+@case
 def init_scope_runs_once_at_trace_time(tf):
     # TF's function guide: the init_scope block is lifted out of the traced program.
     class Model(tf.Module):
