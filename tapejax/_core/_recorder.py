@@ -39,6 +39,12 @@ class Tensor:
         self._value = value
         self._id = _next_id()
 
+    @property
+    def _aval(self) -> Any:
+        # Shape/dtype without forcing a value: a lazy tensor (``_engine/_lazy``)
+        # answers from its abstract value, a concrete one from its array.
+        return self._value
+
 
 class VariableBase:
     """The part of a variable the recorder needs: a mutable value and an identity.
@@ -54,6 +60,10 @@ class VariableBase:
         self._uid = _next_id()
         self._trainable = trainable
         self._v = value
+
+    @property
+    def _aval(self) -> Any:
+        return self._value
         if state.tracing:
             state.tracing[-1].created(self)
 
@@ -323,11 +333,20 @@ def record(prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, outs: l
         w.update(diff_out)
 
 
+# Lazy execution (``_engine/_lazy``) installs ``(prim, args, params) -> outputs or
+# NotImplemented`` here; None (eager, the default) costs one global test per op.
+lazy_bind: Callable[..., Any] | None = None
+
+
 def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     """Run ``prim`` on ``args`` (Tensors, variables or constants) and record it where watched.
 
     Positional arguments are data; keyword arguments are static (hashable) parameters.
     """
+    if lazy_bind is not None:
+        out = lazy_bind(prim, args, params)
+        if out is not NotImplemented:
+            return out
     st = state
     rec = st.recording
     accs = st.accumulators

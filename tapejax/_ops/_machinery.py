@@ -118,7 +118,7 @@ def _is_t(x: Any) -> bool:
 
 
 def _dt(x: Any) -> np.dtype:
-    return x._value.dtype
+    return x._aval.dtype  # never forces a lazy tensor
 
 
 def _as_t(x: Any, dtype: Any = None) -> Any:

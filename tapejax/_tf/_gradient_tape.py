@@ -12,7 +12,7 @@ from .. import config as _config
 from .. import errors
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
-from .._engine import _interpret, _replay, _tiers
+from .._engine import _interpret, _lazy, _replay, _tiers
 from .._ops._dtypes import INEXACT, from_np
 from .._ops._machinery import EXPORTS
 from .._ops._tensor import convert_to_tensor
@@ -141,6 +141,8 @@ class GradientTape:
     # --- gradients ----------------------------------------------------------------
 
     def _begin_use(self, what: str) -> _core.Tape:
+        # Lazy mode: the record's pending values are computed before any gradient reads them.
+        _lazy.flush()
         if self._tape is None:
             raise RuntimeError(
                 "A non-persistent GradientTape can only be used to compute one set of gradients (or jacobians). "
