@@ -135,7 +135,8 @@ class Eqn:
     custom_gradient's grad_fn closure): never part of a replay's cache key.
     """
 
-    __slots__ = ("prim", "params", "in_ids", "in_vals", "out_ids", "aux")
+    # __weakref__: lazy execution (``_engine/_lazy``) tracks the equations holding pending values weakly.
+    __slots__ = ("prim", "params", "in_ids", "in_vals", "out_ids", "aux", "__weakref__")
 
     def __init__(self, prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, out_ids: tuple, aux: Any = None):
         self.prim = prim

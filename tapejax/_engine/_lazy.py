@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import collections
 import functools
+import sys
 import threading
+import weakref
 from typing import Any
 
 import jax
@@ -41,6 +43,8 @@ from .. import config as _config
 from .._core import _recorder
 from .._core._kinds import INEXACT
 from .._core._recorder import Eqn, Primitive, Tensor, VariableBase, read_variable, state
+from . import _interpret as _interp_tier
+from . import _replay
 
 __all__ = ["LazyTensor", "set_enabled", "enabled", "flush", "stats", "MAX_PENDING", "HOT"]
 
@@ -55,10 +59,11 @@ _SCALARS = (float, int, bool, complex)
 class _Cell:
     """One pending value: its abstract value now, its array after materialization."""
 
-    __slots__ = ("aval", "value", "prog", "slot")
+    __slots__ = ("aval", "key", "value", "prog", "slot")
 
-    def __init__(self, aval: Any, prog: "Program", slot: int):
+    def __init__(self, aval: Any, key: tuple, prog: "Program", slot: int):
         self.aval = aval
+        self.key = key  # (shape, dtype, weak_type): hashes much faster than a ShapeDtypeStruct
         self.value = _UNSET
         self.prog = prog
         self.slot = slot
@@ -93,9 +98,12 @@ class LazyTensor(Tensor):
 class Program:
     """The pending nodes of one thread, with the structure key built as they arrive."""
 
-    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done")
+    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars")
 
     def __init__(self) -> None:
+        # Equal Python constants (``y * 1.5`` in a loop) share one input: each input is a
+        # jit argument converted on every call. (type, repr) keeps 1, 1.0, True and -0.0 apart.
+        self.scalars: dict = {}
         self.nodes: list = []  # (prim, params, in_slots): slot >= 0 an input, < 0 cell ~slot
         self.key: list = []
         self.inputs: list = []
@@ -123,6 +131,8 @@ _enabled = False
 
 # (prim, frozen params, input avals) -> output avals (or an exception class marker)
 _shape_cache: dict = {}
+# (op signature, wiring) -> a small int standing for it in program keys
+_node_ids: dict = {}
 # structure key -> sightings (int) or compiled program
 _programs: collections.OrderedDict = collections.OrderedDict()
 _stats = {"deferred": 0, "fallback": 0, "runs_interpreted": 0, "runs_compiled": 0}
@@ -184,8 +194,6 @@ def _const_aval(v: Any) -> Any:
 
 
 def _spec(a: Any, v: Any) -> Any:
-    if type(a) is jax.ShapeDtypeStruct:
-        return a
     if a in _SCALARS or (isinstance(a, tuple) and len(a) == 3 and a[2] == "np"):
         t = jax.typeof(v)
         return jax.ShapeDtypeStruct(t.shape, t.dtype, weak_type=t.weak_type)
@@ -213,16 +221,19 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     new_inputs = []
     n_in = len(prog.inputs)
     for a in args:
-        if type(a) is LazyTensor:
-            c = a._lz
-            if c.value is _UNSET and c.prog is prog:
+        ta = type(a)
+        if ta is LazyTensor or ta is _Cell:
+            c = a._lz if ta is LazyTensor else a
+            if c.value is _UNSET and c.prog is not prog:
+                c.prog.run()  # another thread's (or a closed) program
+            if c.value is _UNSET:
                 slots.append(~c.slot)
-                avals.append(c.aval)
-                ids.append(a._id)
+                avals.append(c.key)
+                ids.append(a._id if ta is LazyTensor else None)
                 vals.append(c)
                 continue
-            v = a._value  # another (or an already run) program's value
-            i = a._id
+            v = c.value
+            i = a._id if ta is LazyTensor else None
         elif isinstance(a, Tensor):
             v = a._value
             i = a._id
@@ -238,36 +249,52 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         if av is None:
             _stats["fallback"] += 1
             return NotImplemented
-        slots.append(n_in + len(new_inputs))
-        new_inputs.append(v)
+        if av in _SCALARS:
+            sk = (av, repr(v))
+            k = prog.scalars.get(sk)
+            if k is None:
+                k = prog.scalars[sk] = n_in + len(new_inputs)
+                new_inputs.append(v)
+            slots.append(k)
+        else:
+            slots.append(n_in + len(new_inputs))
+            new_inputs.append(v)
         avals.append(av)
         ids.append(i)
         vals.append(v)
     avals_t = tuple(avals)
     skey = (prim, fparams, avals_t)
-    outs_av = _shape_cache.get(skey)
-    if outs_av is None:
+    info = _shape_cache.get(skey)
+    if info is None:
         try:
-            specs = [_spec(a, v if not isinstance(v, _Cell) else None) for a, v in zip(avals, vals)]
+            specs = [_spec(a, v if type(v) is not _Cell else None) for a, v in zip(avals, vals)]
             outs_av = jax.eval_shape(functools.partial(prim.impl, **params), *specs)
             outs_av = tuple(outs_av) if prim.multiple_results else (outs_av,)
-            if not all(type(o) is jax.ShapeDtypeStruct for o in outs_av):
-                outs_av = False
+            if all(type(o) is jax.ShapeDtypeStruct for o in outs_av):
+                info = (outs_av, tuple((o.shape, o.dtype, o.weak_type) for o in outs_av))
+            else:
+                info = False
         except Exception:  # noqa: BLE001  (the eager run raises it, at the user's line)
-            outs_av = False
+            info = False
         if len(_shape_cache) < 100_000:
-            _shape_cache[skey] = outs_av
-    if outs_av is False:
+            _shape_cache[skey] = info
+    if info is False:
         _stats["fallback"] += 1
         return NotImplemented
+    outs_av, out_keys = info
     _stats["deferred"] += 1
     prog.inputs.extend(new_inputs)
     slots_t = tuple(slots)
     prog.nodes.append((prim, params, slots_t, len(outs_av)))
-    prog.key.append((prim, fparams, slots_t, avals_t))
+    # The node's structure as a small int: the program key is then a tuple of ints.
+    nk = (skey, slots_t)
+    nid = _node_ids.get(nk)
+    if nid is None:
+        nid = _node_ids[nk] = len(_node_ids)
+    prog.key.append(nid)
     outs = []
-    for oa in outs_av:
-        c = _Cell(oa, prog, len(prog.cells))
+    for oa, ok in zip(outs_av, out_keys):
+        c = _Cell(oa, ok, prog, len(prog.cells))
         prog.cells.append(c)
         outs.append(LazyTensor(c))
     rec = st.recording
@@ -285,8 +312,8 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                 continue
             if eqn is None:
                 eqn = Eqn(prim, params, in_ids, tuple(vals), out_ids)
-                if any(isinstance(v, _Cell) for v in vals):
-                    prog.eqns.append(eqn)
+                if any(type(v) is _Cell for v in vals):
+                    prog.eqns.append(weakref.ref(eqn))
             tape.eqns.append(eqn)
             w.update(diff_out)
     if len(prog.nodes) >= MAX_PENDING:
@@ -307,11 +334,12 @@ def _interpret(nodes: list, inputs: list) -> list:
     return env
 
 
-def _compile(nodes: list) -> Any:
+def _compile(nodes: list, live: tuple) -> Any:
     nodes = list(nodes)
 
     def program(inputs: list) -> list:
-        return _interpret(nodes, inputs)
+        env = _interpret(nodes, inputs)
+        return [env[k] for k in live]
 
     return jax.jit(program)
 
@@ -319,12 +347,18 @@ def _compile(nodes: list) -> Any:
 def _execute(prog: Program) -> None:
     if not prog.nodes:
         return
-    key = tuple(prog.key)
+    cells = prog.cells
+    eqns = [e for e in (r() for r in prog.eqns) if e is not None]
+    prog.eqns = []
+    # Only values something still refers to leave the program (a handle, a recorded
+    # equation): the rest are intermediates XLA fuses away. 3 = the list, ``c``, the call's argument.
+    live = tuple(k for k, c in enumerate(cells) if sys.getrefcount(c) > 3)
+    key = (tuple(prog.key), live)
     entry = _programs.get(key)
     if entry is None or type(entry) is int:
         n = (entry or 0) + 1
         if n >= HOT:
-            entry = _compile(prog.nodes)
+            entry = _compile(prog.nodes, live)
             _programs[key] = entry
         else:
             _programs[key] = n
@@ -335,18 +369,66 @@ def _execute(prog: Program) -> None:
     if type(entry) is int or entry is None:
         _stats["runs_interpreted"] += 1
         env = _interpret(prog.nodes, prog.inputs)
+        outs = [env[k] for k in live]
     else:
         _stats["runs_compiled"] += 1
-        env = entry(prog.inputs)
-    for c, v in zip(prog.cells, env):
-        c.value = v
-    for e in prog.eqns:
-        e.in_vals = tuple(v.value if isinstance(v, _Cell) else v for v in e.in_vals)
+        outs = entry(prog.inputs)
+    for k, v in zip(live, outs):
+        cells[k].value = v
+    for e in eqns:
+        e.in_vals = tuple(v.value if type(v) is _Cell else v for v in e.in_vals)
     # Drop what the handles no longer need: cells keep their values, the program its key only.
     prog.nodes = []
     prog.inputs = []
-    prog.eqns = []
     prog.cells = []
+
+
+# ---- the gradient in lazy mode ------------------------------------------------------------
+
+
+def peek(t: Any) -> Any:
+    """``t``'s value, or its pending cell (lazy mode), without running anything."""
+    if type(t) is LazyTensor:
+        c = t._lz
+        return c if c.value is _UNSET else c.value
+    return t._value
+
+
+def resolve_slice(sl: Any, extra: list) -> bool:
+    """Materialize what ``sl`` (built lazily) still holds pending, before an eager gradient.
+
+    Returns False (so it can sit in front of the gradient's tier test).
+    """
+    pend = [v for v in sl.leaf_vals if type(v) is _Cell]
+    for e in sl.eqns:
+        pend.extend(v for v in e.in_vals if type(v) is _Cell)
+    for c in pend:
+        if c.value is _UNSET:
+            c.prog.run()
+    if pend:
+        sl.leaf_vals = [v.value if type(v) is _Cell else v for v in sl.leaf_vals]
+        for e in sl.eqns:
+            if any(type(v) is _Cell for v in e.in_vals):
+                e.in_vals = tuple(v.value if type(v) is _Cell else v for v in e.in_vals)
+    return False
+
+
+def can_defer_gradient(sl: Any, extra_ids: Any) -> bool:
+    """Can this gradient be a node of the pending program? Only with no tape, accumulator or
+    trace active (then nothing records the gradient itself) and no Python backward in the slice."""
+    if not _enabled:
+        return False
+    st = state
+    if st.recording or st.accumulators or st.tracing or st.bound is not None:
+        return False
+    return not _interp_tier.interpret_needed(sl, extra_ids)
+
+
+def deferred_transform(sl: Any, key_extra: tuple, transform: str, extra: list, extra_ids: list) -> tuple:
+    """``_replay.run_transform`` as a pending node (nothing records it: ``can_defer_gradient``)."""
+    vals, _ids, params = _replay._prepare(sl, key_extra, transform, extra, extra_ids)
+    out = _recorder.bind(_replay.REPLAY, *vals, **params)
+    return tuple(out)
 
 
 _config._execution_listeners.append(lambda mode: set_enabled(mode == "lazy"))
