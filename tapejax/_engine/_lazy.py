@@ -68,6 +68,12 @@ class _Cell:
         self.prog = prog
         self.slot = slot
 
+    # Metadata, so that code reading a recorded value's shape/dtype works on a pending one.
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: len(self.aval.shape))
+    weak_type = property(lambda self: self.aval.weak_type)
+
 
 class LazyTensor(Tensor):
     """A tensor whose value is computed when first needed.
