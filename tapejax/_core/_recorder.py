@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ._kinds import INEXACT
 
-__all__ = ["Tensor", "VariableBase", "Primitive", "Eqn", "Tape", "bind", "record", "state"]
+__all__ = ["Tensor", "Pending", "VariableBase", "Primitive", "Eqn", "Tape", "bind", "record", "state"]
 
 # Identity, not value, decides what a tape tracks: every Tensor gets a fresh id.
 # A counter (not id()) so that ids are never reused after garbage collection.
@@ -46,26 +46,58 @@ class Tensor:
         return self._value
 
 
+class Pending:
+    """Base of a value not computed yet (lazy execution's cells, ``_engine/_lazy``).
+
+    A variable may hold one after an assign in lazy mode; reading the variable's
+    value forces it.
+    """
+
+    __slots__ = ()
+
+    def force(self) -> Any:
+        raise NotImplementedError
+
+
 class VariableBase:
     """The part of a variable the recorder needs: a mutable value and an identity.
 
     ``_value`` is a property so that a compiled step (``tapejax.function``) can
     see which variables a traced function reads and assigns, and substitute
     traced values for them; with no trace active it costs one flag test.
+    ``_v`` is the stored value; in lazy mode it may be ``Pending`` in ``_raw``, and
+    reading ``_v`` or ``_value`` computes it.
     """
 
-    __slots__ = ("_v", "_uid", "_trainable", "__weakref__")
+    __slots__ = ("_raw", "_uid", "_trainable", "__weakref__")
 
     def __init__(self, value: Any, trainable: bool):
         self._uid = _next_id()
         self._trainable = trainable
-        self._v = value
+        self._raw = value
+        if state.tracing:
+            state.tracing[-1].created(self)
+
+    @property
+    def _v(self) -> Any:
+        v = self._raw
+        if isinstance(v, Pending):
+            v = self._raw = v.force()
+        return v
+
+    @_v.setter
+    def _v(self, value: Any) -> None:
+        self._raw = value
 
     @property
     def _aval(self) -> Any:
-        return self._value
-        if state.tracing:
-            state.tracing[-1].created(self)
+        # Shape and dtype without forcing a pending value (lazy mode).
+        if state.tracing or state.bound is not None:
+            return self._value
+        try:
+            return self._raw
+        except AttributeError:  # a subclass storing its value elsewhere (keras's variable view)
+            return self._value
 
     @property
     def _value(self) -> Any:
@@ -77,7 +109,7 @@ class VariableBase:
         b = state.bound
         if b is not None and self._uid in b:
             return b[self._uid]
-        return self._v
+        return self._v  # a subclass (keras's variable view) keeps its storage elsewhere
 
     @_value.setter
     def _value(self, value: Any) -> None:
@@ -289,9 +321,12 @@ def is_recording(tape: Tape) -> bool:
     return any(t is tape for t in state.recording)
 
 
-def read_variable(var: VariableBase) -> Tensor:
-    """A read of ``var``: a fresh tensor, watched by every recording tape that watches ``var``."""
-    t = Tensor(var._value)
+def read_variable(var: VariableBase, t: Tensor | None = None) -> Tensor:
+    """A read of ``var``: a fresh tensor, watched by every recording tape that watches ``var``.
+
+    ``t`` is that tensor when the caller made it (lazy mode: a handle on a pending value)."""
+    if t is None:
+        t = Tensor(var._value)
     for tape in state.recording:
         reads = tape.var_reads.get(var._uid)
         if reads is None:

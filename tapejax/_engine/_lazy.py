@@ -37,12 +37,13 @@ import weakref
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .. import config as _config
 from .._core import _recorder
 from .._core._kinds import INEXACT
-from .._core._recorder import Eqn, Primitive, Tensor, VariableBase, read_variable, state
+from .._core._recorder import Eqn, Pending, Primitive, Tensor, VariableBase, read_variable, state
 from . import _interpret as _interp_tier
 from . import _replay
 
@@ -56,7 +57,7 @@ _UNSET = object()
 _SCALARS = (float, int, bool, complex)
 
 
-class _Cell:
+class _Cell(Pending):
     """One pending value: its abstract value now, its array after materialization."""
 
     __slots__ = ("aval", "key", "value", "prog", "slot")
@@ -67,6 +68,11 @@ class _Cell:
         self.value = _UNSET
         self.prog = prog
         self.slot = slot
+
+    def force(self) -> Any:
+        if self.value is _UNSET:
+            self.prog.run()
+        return self.value
 
     # Metadata, so that code reading a recorded value's shape/dtype works on a pending one.
     shape = property(lambda self: self.aval.shape)
@@ -211,12 +217,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     if st.tracing or st.bound is not None or st.accumulators or not _is_pure(prim):
         _stats["fallback"] += 1
         return NotImplemented
-    try:
-        fparams = tuple(sorted(params.items())) if params else ()
-        hash(fparams)
-    except TypeError:
-        _stats["fallback"] += 1
-        return NotImplemented
+    fparams = tuple(sorted(params.items())) if params else ()
     prog = _tls.prog
     if prog is None:
         prog = _tls.prog = Program()
@@ -244,6 +245,17 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
             v = a._value
             i = a._id
         elif isinstance(a, VariableBase):
+            raw = getattr(a, "_raw", None)
+            if type(raw) is _Cell and raw.value is _UNSET and raw.prog is prog:
+                # A variable assigned lazily: its read is a handle on the pending value.
+                lt = LazyTensor(raw)
+                if st.recording:
+                    read_variable(a, lt)
+                slots.append(~raw.slot)
+                avals.append(raw.key)
+                ids.append(lt._id)
+                vals.append(raw)
+                continue
             if st.recording:
                 t = read_variable(a)
                 v, i = t._value, t._id
@@ -270,7 +282,11 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         vals.append(v)
     avals_t = tuple(avals)
     skey = (prim, fparams, avals_t)
-    info = _shape_cache.get(skey)
+    try:
+        info = _shape_cache.get(skey)
+    except TypeError:  # an unhashable static parameter: run it eagerly
+        _stats["fallback"] += 1
+        return NotImplemented
     if info is None:
         try:
             specs = [_spec(a, v if type(v) is not _Cell else None) for a, v in zip(avals, vals)]
@@ -288,7 +304,6 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         _stats["fallback"] += 1
         return NotImplemented
     outs_av, out_keys = info
-    _stats["deferred"] += 1
     prog.inputs.extend(new_inputs)
     slots_t = tuple(slots)
     prog.nodes.append((prim, params, slots_t, len(outs_av)))
@@ -353,6 +368,7 @@ def _compile(nodes: list, live: tuple) -> Any:
 def _execute(prog: Program) -> None:
     if not prog.nodes:
         return
+    _stats["deferred"] += len(prog.nodes)
     cells = prog.cells
     eqns = [e for e in (r() for r in prog.eqns) if e is not None]
     prog.eqns = []
@@ -387,6 +403,34 @@ def _execute(prog: Program) -> None:
     prog.nodes = []
     prog.inputs = []
     prog.cells = []
+
+
+# ---- variable updates in lazy mode ---------------------------------------------------------
+
+# The eager update is ``value + delta`` on arrays: the same jnp function, compiled.
+_UPDATE = {"add": Primitive("assign_add", jax.jit(jnp.add), recorded=False),
+           "sub": Primitive("assign_sub", jax.jit(jnp.subtract), recorded=False)}
+
+
+def update(var: VariableBase, op: str, v: Any) -> Any:
+    """The value ``var`` holds after ``op`` ("assign", "add", "sub") with ``v`` (checked, maybe pending).
+
+    Lazy mode: a pending value (the variable then holds a ``Pending`` cell, forced by
+    any read that is not an op of the same program). Otherwise the eager update.
+    """
+    st = state
+    if _enabled and not st.tracing and st.bound is None and type(var)._v is VariableBase._v:
+        if op == "assign":
+            return v
+        out = _lazy_bind(_UPDATE[op], (var._raw, v), {})
+        if out is not NotImplemented:
+            return out._lz
+    if type(v) is _Cell:
+        v = v.force()
+    if op == "assign":
+        return v
+    cur = var._value
+    return cur + v if op == "add" else cur - v
 
 
 # ---- the gradient in lazy mode ------------------------------------------------------------
