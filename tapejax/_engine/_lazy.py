@@ -373,8 +373,10 @@ def _execute(prog: Program) -> None:
     eqns = [e for e in (r() for r in prog.eqns) if e is not None]
     prog.eqns = []
     # Only values something still refers to leave the program (a handle, a recorded
-    # equation): the rest are intermediates XLA fuses away. 3 = the list, ``c``, the call's argument.
-    live = tuple(k for k, c in enumerate(cells) if sys.getrefcount(c) > 3)
+    # equation): the rest are intermediates XLA fuses away. 2 = the list and the call's
+    # argument (indexing, not enumerate: its cached result tuple would hold one more).
+    gr = sys.getrefcount
+    live = tuple(k for k in range(len(cells)) if gr(cells[k]) > 2)
     key = (tuple(prog.key), live)
     entry = _programs.get(key)
     if entry is None or type(entry) is int:
