@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import sys
 import threading
 import weakref
@@ -143,8 +144,10 @@ _enabled = False
 
 # (prim, frozen params, input avals) -> output avals (or an exception class marker)
 _shape_cache: dict = {}
-# (op signature, wiring) -> a small int standing for it in program keys
+# (op signature, wiring) -> (out avals, out keys, inexact flags, a small int standing for
+# the node in program keys), or False for an op that runs eagerly
 _node_ids: dict = {}
+_next_node = itertools.count().__next__
 # structure key -> sightings (int) or compiled program
 _programs: collections.OrderedDict = collections.OrderedDict()
 _stats = {"deferred": 0, "fallback": 0, "runs_interpreted": 0, "runs_compiled": 0}
@@ -226,6 +229,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     ids = []
     vals = []
     new_inputs = []
+    has_cell = False
     n_in = len(prog.inputs)
     for a in args:
         ta = type(a)
@@ -238,6 +242,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                 avals.append(c.key)
                 ids.append(a._id if ta is LazyTensor else None)
                 vals.append(c)
+                has_cell = True
                 continue
             v = c.value
             i = a._id if ta is LazyTensor else None
@@ -255,6 +260,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                 avals.append(raw.key)
                 ids.append(lt._id)
                 vals.append(raw)
+                has_cell = True
                 continue
             if st.recording:
                 t = read_variable(a)
@@ -281,12 +287,57 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         ids.append(i)
         vals.append(v)
     avals_t = tuple(avals)
-    skey = (prim, fparams, avals_t)
+    slots_t = tuple(slots)
+    # One lookup on the hot path: (signature, wiring) -> (out avals, out keys, inexact flags, node id).
+    nk = (prim, fparams, avals_t, slots_t)
     try:
-        info = _shape_cache.get(skey)
+        node = _node_ids.get(nk)
     except TypeError:  # an unhashable static parameter: run it eagerly
         _stats["fallback"] += 1
         return NotImplemented
+    if node is None:
+        node = _new_node(prim, params, fparams, avals, vals, nk)
+    if node is False:
+        _stats["fallback"] += 1
+        return NotImplemented
+    outs_av, out_keys, inexact, nid = node
+    prog.inputs.extend(new_inputs)
+    prog.nodes.append((prim, params, slots_t, len(outs_av)))
+    prog.key.append(nid)
+    outs = []
+    for oa, ok in zip(outs_av, out_keys):
+        c = _Cell(oa, ok, prog, len(prog.cells))
+        prog.cells.append(c)
+        outs.append(LazyTensor(c))
+    rec = st.recording
+    if rec and prim.recorded:
+        in_ids = tuple(ids)
+        out_ids = tuple(t._id for t in outs)
+        diff_out = [t._id for t, f in zip(outs, inexact) if f]
+        eqn = None
+        for tape in rec:
+            w = tape.watched
+            for i in in_ids:
+                if i in w:
+                    break
+            else:
+                continue
+            if eqn is None:
+                eqn = Eqn(prim, params, in_ids, tuple(vals), out_ids)
+                if has_cell:
+                    prog.eqns.append(weakref.ref(eqn))
+            tape.eqns.append(eqn)
+            w.update(diff_out)
+    if len(prog.nodes) >= MAX_PENDING:
+        prog.run()
+    if prim.multiple_results:
+        return tuple(outs)
+    return outs[0]
+
+
+def _new_node(prim: Primitive, params: dict, fparams: tuple, avals: list, vals: list, nk: tuple) -> Any:
+    skey = (prim, fparams, tuple(avals))
+    info = _shape_cache.get(skey)
     if info is None:
         try:
             specs = [_spec(a, v if type(v) is not _Cell else None) for a, v in zip(avals, vals)]
@@ -301,47 +352,13 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         if len(_shape_cache) < 100_000:
             _shape_cache[skey] = info
     if info is False:
-        _stats["fallback"] += 1
-        return NotImplemented
+        return False
     outs_av, out_keys = info
-    prog.inputs.extend(new_inputs)
-    slots_t = tuple(slots)
-    prog.nodes.append((prim, params, slots_t, len(outs_av)))
-    # The node's structure as a small int: the program key is then a tuple of ints.
-    nk = (skey, slots_t)
-    nid = _node_ids.get(nk)
-    if nid is None:
-        nid = _node_ids[nk] = len(_node_ids)
-    prog.key.append(nid)
-    outs = []
-    for oa, ok in zip(outs_av, out_keys):
-        c = _Cell(oa, ok, prog, len(prog.cells))
-        prog.cells.append(c)
-        outs.append(LazyTensor(c))
-    rec = st.recording
-    if rec and prim.recorded:
-        in_ids = tuple(ids)
-        out_ids = tuple(t._id for t in outs)
-        diff_out = [t._id for t, oa in zip(outs, outs_av) if oa.dtype in INEXACT]
-        eqn = None
-        for tape in rec:
-            w = tape.watched
-            for i in in_ids:
-                if i in w:
-                    break
-            else:
-                continue
-            if eqn is None:
-                eqn = Eqn(prim, params, in_ids, tuple(vals), out_ids)
-                if any(type(v) is _Cell for v in vals):
-                    prog.eqns.append(weakref.ref(eqn))
-            tape.eqns.append(eqn)
-            w.update(diff_out)
-    if len(prog.nodes) >= MAX_PENDING:
-        prog.run()
-    if prim.multiple_results:
-        return tuple(outs)
-    return outs[0]
+    # A fresh number per cached node (never reused: equal numbers must mean equal nodes).
+    node = (outs_av, out_keys, tuple(o.dtype in INEXACT for o in outs_av), _next_node())
+    if len(_node_ids) < 1_000_000:
+        _node_ids[nk] = node
+    return node
 
 
 def _interpret(nodes: list, inputs: list) -> list:
