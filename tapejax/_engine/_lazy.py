@@ -107,6 +107,20 @@ class LazyTensor(Tensor):
             c.prog.run()
         return c.value
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # copy, deepcopy and pickle see a plain tensor with the same value and identity.
+        return _as_tensor, (self._value, self._id)
+
+
+# Users see a tensor: ``type(t).__name__`` is "Tensor" in both modes (printed by programs).
+LazyTensor.__name__ = LazyTensor.__qualname__ = "Tensor"
+
+
+def _as_tensor(value: Any, tid: int) -> Tensor:
+    t = Tensor(value)
+    t._id = tid
+    return t
+
 
 class Program:
     """The pending nodes of one thread, with the structure key built as they arrive."""

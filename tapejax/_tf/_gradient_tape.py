@@ -243,13 +243,15 @@ class GradientTape:
         given = tuple(g for g, u in zip(cot_given, used) if u)
         extra = [c for c, g, u in zip(cots, cot_given, used) if g and u]
         extra_ids = [i for i, g, u in zip(cot_ids, cot_given, used) if g and u]
+        defer = sl.groups and _lazy.can_defer_gradient(sl, extra_ids)
+        tier = self._tier(sl, given, extra) if defer else None
         if not sl.groups:
             grads: tuple = ()
-        elif _lazy.can_defer_gradient(sl, extra_ids) and self._tier(sl, given, extra) == "compile":
+        elif defer and tier == "compile":
             # Lazy mode, a hot slice: the compiled vjp joins the pending program (one fused step).
             grads = _lazy.deferred_transform(sl, (given,), "vjp", extra, extra_ids)
         elif _lazy.resolve_slice(sl, extra) or _interpret.interpret_needed(sl, extra_ids) \
-                or self._tier(sl, given, extra) == "interpret":
+                or (tier or self._tier(sl, given, extra)) == "interpret":
             # Watched by an outer tape or accumulator, or holding a Python grad_fn:
             # op by op, each backward op recorded where it is watched (TF's semantics).
             # Also tier 0 of an eager gradient whose slice is not hot yet (_engine/_tiers).
