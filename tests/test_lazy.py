@@ -65,7 +65,7 @@ def lazy_mode():
 def test_switch_and_handles(lazy_mode):
     x = tf.constant([1.0, 2.0])
     y = tf.sin(x) * 2.0 + 1.0
-    assert type(y).__name__ == "LazyTensor"
+    assert type(y) is _lazy.LazyTensor and type(y).__name__ == "Tensor"
     # shape and dtype without running anything
     assert y.shape == (2,) and y.dtype == tf.float32
     np.testing.assert_allclose(y.numpy(), np.sin([1.0, 2.0]) * 2 + 1, rtol=1e-6)
@@ -295,3 +295,34 @@ def test_random_programs_match_eager(prog):
             assert (e is None) == (l is None)
             if e is not None:
                 np.testing.assert_allclose(l, e, rtol=1e-4, atol=1e-5)
+
+
+def test_threads_share_lazy_tensors(lazy_mode):
+    import threading
+
+    made = {}
+    done = threading.Event()
+
+    def worker():
+        a = tf.constant([1.0, 2.0]) * 3.0  # pending in this thread's program
+        made["a"] = a
+        done.set()
+        made["b"] = (a + 1.0).numpy()
+
+    th = threading.Thread(target=worker)
+    th.start()
+    done.wait()
+    # Read from another thread: runs (or waits for) the worker's program.
+    got = (made["a"] * 2.0).numpy()
+    th.join()
+    np.testing.assert_allclose(got, [6.0, 12.0])
+    np.testing.assert_allclose(made["b"], [4.0, 7.0])
+
+
+def test_copy_and_type_name(lazy_mode):
+    import copy
+
+    y = tf.constant([1.0]) * 2.0
+    assert type(y).__name__ == "Tensor"
+    z = copy.copy(y)
+    assert z.numpy().tolist() == [2.0] and z._id == y._id

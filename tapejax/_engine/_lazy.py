@@ -71,9 +71,8 @@ class _Cell(Pending):
         self.slot = slot
 
     def force(self) -> Any:
-        if self.value is _UNSET:
-            self.prog.run()
-        return self.value
+        v = self.value
+        return self.prog.value_of(self) if v is _UNSET else v
 
     # Metadata, so that code reading a recorded value's shape/dtype works on a pending one.
     shape = property(lambda self: self.aval.shape)
@@ -103,9 +102,8 @@ class LazyTensor(Tensor):
     @property
     def _value(self) -> Any:
         c = self._lz
-        if c.value is _UNSET:
-            c.prog.run()
-        return c.value
+        v = c.value
+        return c.prog.value_of(c) if v is _UNSET else v
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # copy, deepcopy and pickle see a plain tensor with the same value and identity.
@@ -125,7 +123,7 @@ def _as_tensor(value: Any, tid: int) -> Tensor:
 class Program:
     """The pending nodes of one thread, with the structure key built as they arrive."""
 
-    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars")
+    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars", "error")
 
     def __init__(self) -> None:
         # Equal Python constants (``y * 1.5`` in a loop) share one input: each input is a
@@ -138,6 +136,7 @@ class Program:
         self.eqns: list[Eqn] = []  # recorded equations holding cells in ``in_vals``
         self.lock = threading.Lock()
         self.done = False
+        self.error: BaseException | None = None
 
     def run(self) -> None:
         with self.lock:
@@ -146,7 +145,23 @@ class Program:
             self.done = True
             if getattr(_tls, "prog", None) is self:
                 _tls.prog = None
-            _execute(self)
+            try:
+                _execute(self)
+            except BaseException as e:
+                self.error = e
+                raise
+
+    def value_of(self, c: "_Cell") -> Any:
+        """``c``'s value, running the program if needed; the program's error if it failed."""
+        if c.value is _UNSET:
+            self.run()
+            if c.value is _UNSET:
+                err = self.error
+                raise RuntimeError(
+                    "This lazy tensor's program failed when it ran (tapejax lazy execution); the error "
+                    "was raised where it ran. Run with tapejax.config.set_execution('eager') to see it at the op."
+                ) from err
+        return c.value
 
 
 class _TLS(threading.local):
@@ -236,7 +251,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         return NotImplemented
     fparams = tuple(sorted(params.items())) if params else ()
     prog = _tls.prog
-    if prog is None:
+    if prog is None or prog.done:  # done: another thread ran it (it read one of its values)
         prog = _tls.prog = Program()
     slots = []
     avals = []
@@ -250,7 +265,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         if ta is LazyTensor or ta is _Cell:
             c = a._lz if ta is LazyTensor else a
             if c.value is _UNSET and c.prog is not prog:
-                c.prog.run()  # another thread's (or a closed) program
+                c.prog.value_of(c)  # another thread's program: run it (its error, if it failed)
             if c.value is _UNSET:
                 slots.append(~c.slot)
                 avals.append(c.key)
@@ -315,14 +330,19 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         _stats["fallback"] += 1
         return NotImplemented
     outs_av, out_keys, inexact, nid = node
-    prog.inputs.extend(new_inputs)
-    prog.nodes.append((prim, params, slots_t, len(outs_av)))
-    prog.key.append(nid)
-    outs = []
-    for oa, ok in zip(outs_av, out_keys):
-        c = _Cell(oa, ok, prog, len(prog.cells))
-        prog.cells.append(c)
-        outs.append(LazyTensor(c))
+    with prog.lock:
+        # Another thread that reads a value of this program runs it under the same lock:
+        # a node is either in the run or in a new program, never lost between the two.
+        if prog.done:
+            return _lazy_bind(prim, args, params)
+        prog.inputs.extend(new_inputs)
+        prog.nodes.append((prim, params, slots_t, len(outs_av)))
+        prog.key.append(nid)
+        outs = []
+        for oa, ok in zip(outs_av, out_keys):
+            c = _Cell(oa, ok, prog, len(prog.cells))
+            prog.cells.append(c)
+            outs.append(LazyTensor(c))
     rec = st.recording
     if rec and prim.recorded:
         in_ids = tuple(ids)
@@ -487,7 +507,7 @@ def resolve_slice(sl: Any, extra: list) -> bool:
         pend.extend(v for v in e.in_vals if type(v) is _Cell)
     for c in pend:
         if c.value is _UNSET:
-            c.prog.run()
+            c.prog.value_of(c)
     if pend:
         sl.leaf_vals = [v.value if type(v) is _Cell else v for v in sl.leaf_vals]
         for e in sl.eqns:
