@@ -326,3 +326,18 @@ def test_copy_and_type_name(lazy_mode):
     assert type(y).__name__ == "Tensor"
     z = copy.copy(y)
     assert z.numpy().tolist() == [2.0] and z._id == y._id
+
+
+def test_tf_print_order_and_forward_accumulator(lazy_mode, capsys):
+    x = tf.constant(2.0)
+    y = x * 3.0
+    tf.print("first", y)
+    z = y + 1.0
+    tf.print("second", float(z))
+    tf.print("third", z * 2.0)
+    text = capsys.readouterr().err  # tf.print writes to stderr, as TF's
+    assert text.index("first 6") < text.index("second 7") < text.index("third 14")
+    # forward mode runs eagerly (ops under an accumulator are not deferred), values as eager
+    with tf.autodiff.ForwardAccumulator(x, tf.constant(1.0)) as acc:
+        w = tf.sin(y) * x
+    np.testing.assert_allclose(acc.jvp(w).numpy(), np.sin(6.0) * 1.0, rtol=1e-6)
