@@ -73,6 +73,58 @@ replay_hot: int = 2
 replay_lag: int = 8
 replay_background_compile: bool = True
 replay_max_compile_eqns: int = 1000
+
+
+# ---- execution mode (eager / lazy) ------------------------------------------------------------
+
+def _env_execution() -> str:
+    raw = os.environ.get("TAPEJAX_EXECUTION", "eager").strip().lower() or "eager"
+    if raw not in ("eager", "lazy"):
+        raise ValueError(f"TAPEJAX_EXECUTION must be eager or lazy; got {raw!r}. Unset it for the default (eager).")
+    return raw
+
+
+_execution = [_env_execution()]
+# The engine's lazy module registers here (the base layer imports nothing of tapejax).
+_execution_listeners: list = []
+
+
+def set_execution(mode: str) -> None:
+    """Choose how eager code runs: ``"eager"`` (default, op by op) or ``"lazy"``.
+
+    In lazy mode ops build a pending program that runs when a value is needed
+    (``.numpy()``, ``float()``, printing, a tape's ``gradient``...); a repeated
+    structure runs as one compiled program. Values are those of eager mode. The
+    environment variable ``TAPEJAX_EXECUTION=lazy`` sets it at import. See
+    ``compat_docs/performance.md`` ("Lazy execution").
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.config.set_execution("lazy")
+        >>> x = tf.constant(2.0)
+        >>> float(x * x + 1.0)
+        5.0
+        >>> tf.config.set_execution("eager")
+        >>> tf.config.get_execution()
+        'eager'
+    """
+    m = str(mode).strip().lower()
+    if m not in ("eager", "lazy"):
+        raise ValueError(f"set_execution takes 'eager' or 'lazy'; got {mode!r}.")
+    for f in _execution_listeners:
+        f(m)
+    _execution[0] = m
+
+
+def get_execution() -> str:
+    """The execution mode, ``"eager"`` or ``"lazy"`` (see ``set_execution``).
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.config.get_execution() in ("eager", "lazy")
+        True
+    """
+    return _execution[0]
 # ---- devices (tf.config.list_physical_devices / list_logical_devices) ----------------------------
 
 import collections  # noqa: E402

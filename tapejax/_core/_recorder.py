@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._kinds import INEXACT
 
-__all__ = ["Tensor", "VariableBase", "Primitive", "Eqn", "Tape", "bind", "record", "state"]
+__all__ = ["Tensor", "Pending", "VariableBase", "Primitive", "Eqn", "Tape", "bind", "record", "state"]
 
 # Identity, not value, decides what a tape tracks: every Tensor gets a fresh id.
 # A counter (not id()) so that ids are never reused after garbage collection.
@@ -107,6 +107,25 @@ class Tensor(_TensorLike):
         self._value = value
         self._id = _next_id()
 
+    @property
+    def _aval(self) -> Any:
+        # Shape/dtype without forcing a value: a lazy tensor (``_engine/_lazy``)
+        # answers from its abstract value, a concrete one from its array.
+        return self._value
+
+
+class Pending:
+    """Base of a value not computed yet (lazy execution's cells, ``_engine/_lazy``).
+
+    A variable may hold one after an assign in lazy mode; reading the variable's
+    value forces it.
+    """
+
+    __slots__ = ()
+
+    def force(self) -> Any:
+        raise NotImplementedError
+
 
 class VariableBase(_TensorLike):
     """The part of a variable the recorder needs: a mutable value and an identity.
@@ -114,16 +133,39 @@ class VariableBase(_TensorLike):
     ``_value`` is a property so that a compiled step (``tapejax.function``) can
     see which variables a traced function reads and assigns, and substitute
     traced values for them; with no trace active it costs one flag test.
+    ``_v`` is the stored value; in lazy mode it may be ``Pending`` in ``_raw``, and
+    reading ``_v`` or ``_value`` computes it.
     """
 
-    __slots__ = ("_v", "_uid", "_trainable", "__weakref__")
+    __slots__ = ("_raw", "_uid", "_trainable", "__weakref__")
 
     def __init__(self, value: Any, trainable: bool):
         self._uid = _next_id()
         self._trainable = trainable
-        self._v = value
+        self._raw = value
         if state.tracing:
             state.tracing[-1].created(self)
+
+    @property
+    def _v(self) -> Any:
+        v = self._raw
+        if isinstance(v, Pending):
+            v = self._raw = v.force()
+        return v
+
+    @_v.setter
+    def _v(self, value: Any) -> None:
+        self._raw = value
+
+    @property
+    def _aval(self) -> Any:
+        # Shape and dtype without forcing a pending value (lazy mode).
+        if state.tracing or state.bound is not None:
+            return self._value
+        try:
+            return self._raw
+        except AttributeError:  # a subclass storing its value elsewhere (keras's variable view)
+            return self._value
 
     @property
     def _value(self) -> Any:
@@ -135,7 +177,7 @@ class VariableBase(_TensorLike):
         b = state.bound
         if b is not None and self._uid in b:
             return b[self._uid]
-        return self._v
+        return self._v  # a subclass (keras's variable view) keeps its storage elsewhere
 
     @_value.setter
     def _value(self, value: Any) -> None:
@@ -193,7 +235,8 @@ class Eqn:
     custom_gradient's grad_fn closure): never part of a replay's cache key.
     """
 
-    __slots__ = ("prim", "params", "in_ids", "in_vals", "out_ids", "aux")
+    # __weakref__: lazy execution (``_engine/_lazy``) tracks the equations holding pending values weakly.
+    __slots__ = ("prim", "params", "in_ids", "in_vals", "out_ids", "aux", "__weakref__")
 
     def __init__(self, prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, out_ids: tuple, aux: Any = None):
         self.prim = prim
@@ -346,9 +389,12 @@ def is_recording(tape: Tape) -> bool:
     return any(t is tape for t in state.recording)
 
 
-def read_variable(var: VariableBase) -> Tensor:
-    """A read of ``var``: a fresh tensor, watched by every recording tape that watches ``var``."""
-    t = Tensor(var._value)
+def read_variable(var: VariableBase, t: Tensor | None = None) -> Tensor:
+    """A read of ``var``: a fresh tensor, watched by every recording tape that watches ``var``.
+
+    ``t`` is that tensor when the caller made it (lazy mode: a handle on a pending value)."""
+    if t is None:
+        t = Tensor(var._value)
     for tape in state.recording:
         reads = tape.var_reads.get(var._uid)
         if reads is None:
@@ -391,11 +437,20 @@ def record(prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, outs: l
         w.update(diff_out)
 
 
+# Lazy execution (``_engine/_lazy``) installs ``(prim, args, params) -> outputs or
+# NotImplemented`` here; None (eager, the default) costs one global test per op.
+lazy_bind: Callable[..., Any] | None = None
+
+
 def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     """Run ``prim`` on ``args`` (Tensors, variables or constants) and record it where watched.
 
     Positional arguments are data; keyword arguments are static (hashable) parameters.
     """
+    if lazy_bind is not None:
+        out = lazy_bind(prim, args, params)
+        if out is not NotImplemented:
+            return out
     st = state
     rec = st.recording
     accs = st.accumulators

@@ -218,7 +218,7 @@ def build_slice(
     tensor, every read for a variable). ``known`` maps ids to values for sources
     and targets that may not appear as equation inputs.
     """
-    target_ids = [t._id if t._value.dtype in _INEXACT else None for t in targets]
+    target_ids = [t._id if t._aval.dtype in _INEXACT else None for t in targets]
     needed = {i for i in target_ids if i is not None}
     cand: list[Eqn] = []
     for e in reversed(eqns):

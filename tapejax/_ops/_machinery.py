@@ -121,7 +121,7 @@ def _is_t(x: Any) -> bool:
 
 
 def _dt(x: Any) -> np.dtype:
-    return x._value.dtype
+    return x._aval.dtype  # never forces a lazy tensor
 
 
 def _as_t(x: Any, dtype: Any = None) -> Any:
@@ -706,7 +706,7 @@ def reduction(
         x = _as_t(input_tensor)
         if _dt(x) not in dtypes:
             check_dtype(opname, x, dtypes)
-        return bind(p, x, axis=norm_axis(axis, x._value.ndim, opname), keepdims=bool(keepdims))
+        return bind(p, x, axis=norm_axis(axis, len(x._aval.shape), opname), keepdims=bool(keepdims))
 
     op = define(name, ["input_tensor", ("axis", None), ("keepdims", False)], body,
                 _doc(f"``{names[0]}`` over ``axis`` (every axis when None), as in TF.",

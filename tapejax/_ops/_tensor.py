@@ -269,10 +269,11 @@ def _t_format(self: Tensor, spec: str) -> str:
 
 
 Tensor.numpy = _t_numpy  # type: ignore[attr-defined]
-Tensor.shape = property(lambda self: TensorShape(self._value.shape), doc="The static shape, a TensorShape.")  # type: ignore[attr-defined]
-Tensor.get_shape = lambda self: TensorShape(self._value.shape)  # type: ignore[attr-defined]
-Tensor.dtype = property(lambda self: from_np(self._value.dtype), doc="The element type, a tapejax DType.")  # type: ignore[attr-defined]
-Tensor.ndim = property(lambda self: self._value.ndim)  # type: ignore[attr-defined]
+# Metadata reads go through ``_aval`` so that a lazy tensor answers without running its program.
+Tensor.shape = property(lambda self: TensorShape(self._aval.shape), doc="The static shape, a TensorShape.")  # type: ignore[attr-defined]
+Tensor.get_shape = lambda self: TensorShape(self._aval.shape)  # type: ignore[attr-defined]
+Tensor.dtype = property(lambda self: from_np(self._aval.dtype), doc="The element type, a tapejax DType.")  # type: ignore[attr-defined]
+Tensor.ndim = property(lambda self: len(self._aval.shape))  # type: ignore[attr-defined]
 Tensor.device = property(  # type: ignore[attr-defined]
     lambda self: "/job:localhost/replica:0/task:0/device:CPU:0" if is_string_value(self._value)
     else str(next(iter(self._value.devices())))

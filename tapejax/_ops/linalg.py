@@ -69,7 +69,7 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
         raise ValueError("Only one of transpose and adjoint may be True for each operand.")
     if _dt(a) not in NUMERIC:
         check_dtype("MatMul", a, NUMERIC)
-    sa, sb = a._value.shape, b._value.shape
+    sa, sb = a._aval.shape, b._aval.shape
     if len(sa) < 2 or len(sb) < 2:
         raise errors.InvalidArgumentError(
             f"In[0] and In[1] must be at least rank 2 for MatMul, got shapes {list(sa)} and {list(sb)} [Op:MatMul]. "

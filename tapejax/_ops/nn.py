@@ -191,11 +191,11 @@ def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1, 
     z = labels if _is_t(labels) else _as_t(labels, from_np(_dt(x)))
     z, x = same_dtype("SoftmaxCrossEntropyWithLogits", z, x)
     check_dtype("SoftmaxCrossEntropyWithLogits", x, FLOAT) if _dt(x) not in FLOAT else None
-    if tuple(z._value.shape) != tuple(x._value.shape):
+    if tuple(z._aval.shape) != tuple(x._aval.shape):
         raise errors.InvalidArgumentError(
-            f"logits and labels must be broadcastable: logits_size={list(x._value.shape)} labels_size={list(z._value.shape)} "
+            f"logits and labels must be broadcastable: logits_size={list(x._aval.shape)} labels_size={list(z._aval.shape)} "
             "[Op:SoftmaxCrossEntropyWithLogits]")
-    nd = x._value.ndim
+    nd = len(x._aval.shape)
     ax = int(axis)
     if not -nd <= ax < nd:
         raise errors.InvalidArgumentError(f"axis {ax} is out of range for logits of rank {nd}")

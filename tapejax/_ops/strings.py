@@ -80,7 +80,7 @@ for _name in _STRUCTURAL:
 
 def _is_str_operand(x: Any) -> bool:
     if isinstance(x, Tensor | VariableBase):
-        return is_string_value(x._value)
+        return is_string_value(x._aval)  # never forces a lazy tensor (it is never a string)
     if isinstance(x, str | bytes):
         return True
     if isinstance(x, list | tuple | np.ndarray):

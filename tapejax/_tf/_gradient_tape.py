@@ -13,7 +13,7 @@ from .. import config as _config
 from .. import errors
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
-from .._engine import _interpret, _replay, _tiers
+from .._engine import _interpret, _lazy, _replay, _tiers
 from .._log import log_first_n as _log_first_n
 from .._log import vlog as _vlog
 from .._ops._dtypes import INEXACT, from_np
@@ -181,7 +181,7 @@ class GradientTape:
                 group = tuple(tape.var_reads.get(s._uid, ())) + tuple(var_targets.get(s._uid, ()))
                 ids.append(group)
             else:
-                known[s._id] = s._value
+                known[s._id] = _lazy.peek(s)
                 # TF: only a watched source (explicitly, or as the output of a recorded op)
                 # gets a gradient, even if an unwatched constant fed a recorded op; a source
                 # that is itself a target still gets ones.
@@ -199,16 +199,17 @@ class GradientTape:
         """TF's dtype warnings, then the slice between ``targets`` and ``flat_sources`` (shared by
         gradient and the jacobians). Returns the slice and, per source, whether it is differentiable."""
         for t in targets:
-            if t._value.dtype not in INEXACT:
+            if t._aval.dtype not in INEXACT:
                 _vlog("The dtype of the target tensor must be floating (e.g. tf.float32) when calling "
-                      "GradientTape.gradient, got %r", from_np(t._value.dtype))
+                      "GradientTape.gradient, got %r", from_np(t._aval.dtype))
         for s in flat_sources:
-            if s._value.dtype not in INEXACT:
+            if s._aval.dtype not in INEXACT:
                 _vlog("The dtype of the source tensor must be floating (e.g. tf.float32) when calling "
-                      "GradientTape.gradient, got %r", from_np(s._value.dtype))
-        known: dict = {t._id: t._value for t in targets}
+                      "GradientTape.gradient, got %r", from_np(s._aval.dtype))
+        # Lazy mode: a pending value stays pending (``_lazy.peek``); see ``gradient``.
+        known: dict = {t._id: _lazy.peek(t) for t in targets}
         source_ids = self._source_ids(tape, flat_sources, targets, known)
-        diff_sources = [s._value.dtype in INEXACT for s in flat_sources]
+        diff_sources = [s._aval.dtype in INEXACT for s in flat_sources]
         source_ids = [ids if d else () for ids, d in zip(source_ids, diff_sources)]
         return _replay.build_slice(tape.eqns, targets, source_ids, known), diff_sources
 
@@ -245,9 +246,15 @@ class GradientTape:
         given = tuple(g for g, u in zip(cot_given, used) if u)
         extra = [c for c, g, u in zip(cots, cot_given, used) if g and u]
         extra_ids = [i for i, g, u in zip(cot_ids, cot_given, used) if g and u]
+        defer = sl.groups and _lazy.can_defer_gradient(sl, extra_ids)
+        tier = self._tier(sl, given, extra) if defer else None
         if not sl.groups:
             grads: tuple = ()
-        elif _interpret.interpret_needed(sl, extra_ids) or self._tier(sl, given, extra) == "interpret":
+        elif defer and tier == "compile":
+            # Lazy mode, a hot slice: the compiled vjp joins the pending program (one fused step).
+            grads = _lazy.deferred_transform(sl, (given,), "vjp", extra, extra_ids)
+        elif _lazy.resolve_slice(sl, extra) or _interpret.interpret_needed(sl, extra_ids) \
+                or (tier or self._tier(sl, given, extra)) == "interpret":
             # Watched by an outer tape or accumulator, or holding a Python grad_fn:
             # op by op, each backward op recorded where it is watched (TF's semantics).
             # Also tier 0 of an eager gradient whose slice is not hot yet (_engine/_tiers).

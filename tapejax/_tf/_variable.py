@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import errors
 from .._core._recorder import Tensor, VariableBase, _next_id, read_variable, touch_variable
+from .._engine import _lazy
 from .._ops._dtypes import DType, as_dtype, from_np
 from .._ops._machinery import cast
 from .._ops._tensor import Reference, TensorShape, _numpy_text, convert_to_tensor
@@ -144,8 +145,8 @@ class Variable(VariableBase):
 
     def _checked(self, value: Any, op: str) -> Any:
         if isinstance(value, Tensor | VariableBase):
-            v = value._value
-            if v.dtype != self._value.dtype:
+            v = _lazy.peek(value)  # lazy mode: a pending value stays pending (shape/dtype known)
+            if v.dtype != self._aval.dtype:
                 raise ValueError(
                     f"Tensor conversion requested dtype {self.dtype.name} for Tensor with dtype "
                     f"{from_np(v.dtype).name}: cannot {op} it to variable '{self._name}'. Cast it first: "
@@ -156,10 +157,10 @@ class Variable(VariableBase):
                 v = convert_to_tensor(value, dtype=self.dtype)._value
             except TypeError as e:
                 raise TypeError(f"Cannot {op} {value!r} to variable '{self._name}' of dtype {self.dtype.name}: {e}") from None
-        if op != "assign" and tuple(v.shape) != tuple(self._value.shape):
+        if op != "assign" and tuple(v.shape) != tuple(self._aval.shape):
             # TF's AssignAdd/AssignSub kernels need equal shapes (no broadcasting) and
             # fail with InvalidArgumentError; assign's check runs first, a ValueError.
-            shapes = [f"[{','.join(map(str, s))}]" for s in (self._value.shape, v.shape)]
+            shapes = [f"[{','.join(map(str, s))}]" for s in (self._aval.shape, v.shape)]
             raise errors.InvalidArgumentError(
                 f"Cannot update variable with shape {shapes[0]} using a Tensor with shape {shapes[1]}, shapes must "
                 f"be equal. Give {op} a value of the variable's shape (tf.broadcast_to or tf.reshape it first)."
@@ -175,21 +176,21 @@ class Variable(VariableBase):
         """Set the value (same dtype and shape). Not differentiable, as in TF."""
         v = self._checked(value, "assign")
         touch_variable(self)
-        self._value = v
+        self._value = _lazy.update(self, "assign", v)
         return self if read_value else None
 
     def assign_add(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
         """Add ``delta`` in place."""
         v = self._checked(delta, "assign_add")
         touch_variable(self)
-        self._value = self._value + v
+        self._value = _lazy.update(self, "add", v)
         return self if read_value else None
 
     def assign_sub(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
         """Subtract ``delta`` in place."""
         v = self._checked(delta, "assign_sub")
         touch_variable(self)
-        self._value = self._value - v
+        self._value = _lazy.update(self, "sub", v)
         return self if read_value else None
 
     # --- Python protocol -----------------------------------------------------------

@@ -1,0 +1,108 @@
+"""Lazy execution against eager tapejax, ``tapejax.function``, ``jax.jit``, TF eager and PyTorch eager.
+
+The same TF-style source (``benchmarks/_workloads.py``) runs as eager tapejax, as
+lazy tapejax (``TAPEJAX_EXECUTION=lazy``, no decorator) and inside
+``tapejax.function``; ``jax.jit``, TF eager and PyTorch eager run the same math.
+Each (workload, implementation) runs in its own process, all pinned to one core
+when ``taskset`` exists, in one invocation; the table reports medians (ms per step,
+each step blocked on) and the ratio to PyTorch eager. Outputs are checked against
+``jax.jit`` (the runner's tolerance) before timing.
+
+    python benchmarks/bench_lazy.py                       # the issue's workloads
+    python benchmarks/bench_lazy.py --workloads scalar_chain --impls lazy,tapejax
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKLOADS = ["scalar_chain", "mlp_step", "mlp_step_small", "hessian_nested"]
+IMPLS = ["tapejax", "lazy", "tapejax.function", "jax.jit", "tf", "torch"]
+
+_CHILD = r"""
+import json, os, sys
+sys.path.insert(0, {root!r})
+from benchmarks import run as R, _workloads as W
+workload, impl, warmup, repeats, min_run_s = {args!r}
+real = "tapejax" if impl == "lazy" else impl
+try:
+    lib = R.load_lib(real, "cpu", True)
+    builtin = W.has_builtin_xent(lib.module) if real.startswith(("tapejax", "tf")) else False
+    step = R.build_step(workload, real, lib, {{}}, builtin)
+    ref = R.build_step(workload, "jax.jit", R.load_lib("jax.jit", "cpu", True), {{}}, False) if real != "jax.jit" else None
+    out = [a for a in lib.to_numpy(step())]
+    ok = True
+    if ref is not None and workload in ("scalar_chain", "hessian_nested"):
+        import numpy as np
+        r = [np.asarray(a) for a in R._flatten(ref())]
+        ok = all(np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(out, r))
+    m = R.measure(step, lib.block, warmup, repeats, min_run_s)
+    extra = {{}}
+    if impl == "lazy":
+        from tapejax._engine import _lazy
+        extra = _lazy.stats()
+    print("RESULT " + json.dumps({{"ok": ok, "median_s": m["median_s"], "min_s": m["min_s"], "stats": extra}}))
+except R.Unavailable as e:
+    print("RESULT " + json.dumps({{"unavailable": str(e)}}))
+"""
+
+
+def run_one(workload: str, impl: str, warmup: int, repeats: int, min_run_s: float) -> dict:
+    env = dict(os.environ)
+    env["TAPEJAX_EXECUTION"] = "lazy" if impl == "lazy" else "eager"
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    cmd = [sys.executable, "-c", _CHILD.format(root=ROOT, args=(workload, impl, warmup, repeats, min_run_s))]
+    if shutil.which("taskset"):
+        cmd = ["taskset", "-c", "0"] + cmd
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"error": (p.stderr or p.stdout)[-600:]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--impls", default=",".join(IMPLS))
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--min-run-ms", type=float, default=100.0)
+    a = ap.parse_args()
+    impls = a.impls.split(",")
+    results = {}
+    for w in a.workloads.split(","):
+        for i in impls:
+            r = run_one(w, i, a.warmup, a.repeats, a.min_run_ms / 1e3)
+            results[(w, i)] = r
+            print(f"{w:16s} {i:18s} {json.dumps(r)[:200]}", file=sys.stderr)
+    head = "| workload | " + " | ".join(impls) + " |"
+    print(head)
+    print("|" + "---|" * (len(impls) + 1))
+    for w in a.workloads.split(","):
+        base = results.get((w, "torch"), {}).get("median_s")
+        cells = []
+        for i in impls:
+            r = results[(w, i)]
+            if "median_s" not in r:
+                cells.append("n/a")
+                continue
+            s = f"{r['median_s'] * 1e3:.3f}"
+            if base and i != "torch":
+                s += f" ({r['median_s'] / base:.2f}×)"
+            if not r.get("ok", True):
+                s += " WRONG"
+            cells.append(s)
+        print(f"| {w} | " + " | ".join(cells) + " |")
+    print("\nms per step, median; (×) = ratio to PyTorch eager in the same run.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,539 @@
+"""Lazy execution (``tapejax.config.set_execution("lazy")``): ops build a pending program.
+
+In lazy mode ``bind`` (through the ``_recorder.lazy_bind`` hook) does not run a
+primitive: it appends a node to the thread's pending ``Program`` and returns
+``LazyTensor`` handles whose shape and dtype are known at once (the primitive's
+abstract evaluation, ``jax.eval_shape`` cached per op signature). Recording on
+tapes is unchanged: the ``Eqn`` is appended as in eager mode, with a ``_Cell``
+standing for each input value that is not computed yet.
+
+The program runs (*materializes*) when a value is needed: reading a lazy
+tensor's ``_value`` (``.numpy()``, ``float()``, ``bool()``, printing, a host
+callback, any eager code path lazy mode does not know), the start of a
+``GradientTape`` use (``gradient``, ``jacobian``...), or when the program reaches
+``MAX_PENDING`` nodes. Materializing also replaces the cells in the recorded
+equations by the values, so the replay engine sees only concrete values.
+
+A program is keyed by its structure (primitives, static parameters, wiring,
+input avals). The first sightings run it op by op, exactly as eager mode would
+(never slower than eager); once a structure has been seen ``HOT`` times it is
+compiled into one XLA program and every later sighting is one call.
+
+Everything lazy mode cannot defer safely runs eagerly, after materializing its
+inputs (``NotImplemented`` from ``lazy_bind``): an op under a ``tapejax.function``
+trace or a forward accumulator, a primitive whose implementation is not a pure
+compiled JAX function (``tf.print``, ``py_function``, custom gradients), inputs
+or parameters jit cannot take, and an op whose abstract evaluation raises (the
+eager run then raises the same exception at the same user line).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import itertools
+import sys
+import threading
+import weakref
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import config as _config
+from .._core import _recorder
+from .._core._kinds import INEXACT
+from .._core._recorder import Eqn, Pending, Primitive, Tensor, VariableBase, read_variable, state
+from . import _interpret as _interp_tier
+from . import _replay
+
+__all__ = ["LazyTensor", "set_enabled", "enabled", "flush", "stats", "MAX_PENDING", "HOT"]
+
+MAX_PENDING = 2000  # nodes; a longer program is materialized (bounded memory and compile time)
+HOT = 2  # sightings of a structure after which it is compiled whole
+_CACHE_SIZE = 256
+
+_UNSET = object()
+_SCALARS = (float, int, bool, complex)
+
+
+class _Cell(Pending):
+    """One pending value: its abstract value now, its array after materialization."""
+
+    __slots__ = ("aval", "key", "value", "prog", "slot")
+
+    def __init__(self, aval: Any, key: tuple, prog: Program, slot: int):
+        self.aval = aval
+        self.key = key  # (shape, dtype, weak_type): hashes much faster than a ShapeDtypeStruct
+        self.value = _UNSET
+        self.prog = prog
+        self.slot = slot
+
+    def force(self) -> Any:
+        v = self.value
+        return self.prog.value_of(self) if v is _UNSET else v
+
+    # Metadata, so that code reading a recorded value's shape/dtype works on a pending one.
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: len(self.aval.shape))
+    weak_type = property(lambda self: self.aval.weak_type)
+
+
+class LazyTensor(Tensor):
+    """A tensor whose value is computed when first needed.
+
+    ``_aval`` (shape, dtype) never forces; ``_value`` materializes the pending
+    program that produces it, so every eager code path stays correct.
+    """
+
+    __slots__ = ("_lz",)
+
+    def __init__(self, cell: _Cell):  # noqa: D107  (no Tensor.__init__: there is no value yet)
+        self._lz = cell
+        self._id = _recorder._next_id()
+
+    @property
+    def _aval(self) -> Any:
+        c = self._lz
+        return c.aval if c.value is _UNSET else c.value
+
+    @property
+    def _value(self) -> Any:
+        c = self._lz
+        v = c.value
+        return c.prog.value_of(c) if v is _UNSET else v
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # copy, deepcopy and pickle see a plain tensor with the same value and identity.
+        return _as_tensor, (self._value, self._id)
+
+
+# Users see a tensor: ``type(t).__name__`` is "Tensor" in both modes (printed by programs).
+LazyTensor.__name__ = LazyTensor.__qualname__ = "Tensor"
+
+
+def _as_tensor(value: Any, tid: int) -> Tensor:
+    t = Tensor(value)
+    t._id = tid
+    return t
+
+
+class Program:
+    """The pending nodes of one thread, with the structure key built as they arrive."""
+
+    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars", "error")
+
+    def __init__(self) -> None:
+        # Equal Python constants (``y * 1.5`` in a loop) share one input: each input is a
+        # jit argument converted on every call. (type, repr) keeps 1, 1.0, True and -0.0 apart.
+        self.scalars: dict = {}
+        self.nodes: list = []  # (prim, params, in_slots): slot >= 0 an input, < 0 cell ~slot
+        self.key: list = []
+        self.inputs: list = []
+        self.cells: list[_Cell] = []
+        self.eqns: list[Eqn] = []  # recorded equations holding cells in ``in_vals``
+        self.lock = threading.Lock()
+        self.done = False
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        with self.lock:
+            if self.done:
+                return
+            self.done = True
+            if getattr(_tls, "prog", None) is self:
+                _tls.prog = None
+            try:
+                _execute(self)
+            except BaseException as e:
+                self.error = e
+                raise
+
+    def value_of(self, c: _Cell) -> Any:
+        """``c``'s value, running the program if needed; the program's error if it failed."""
+        if c.value is _UNSET:
+            self.run()
+            if c.value is _UNSET:
+                err = self.error
+                raise RuntimeError(
+                    "This lazy tensor's program failed when it ran (tapejax lazy execution); the error "
+                    "was raised where it ran. Run with tapejax.config.set_execution('eager') to see it at the op."
+                ) from err
+        return c.value
+
+
+class _TLS(threading.local):
+    prog: Program | None = None
+
+
+_tls = _TLS()
+_enabled = False
+
+# (prim, frozen params, input avals) -> output avals (or an exception class marker)
+_shape_cache: dict = {}
+# (op signature, wiring) -> (out avals, out keys, inexact flags, a small int standing for
+# the node in program keys), or False for an op that runs eagerly
+_node_ids: dict = {}
+_next_node = itertools.count().__next__
+# structure key -> sightings (int) or compiled program
+_programs: collections.OrderedDict = collections.OrderedDict()
+_stats = {"deferred": 0, "fallback": 0, "runs_interpreted": 0, "runs_compiled": 0}
+
+
+def stats() -> dict:
+    """Counters: ops deferred, ops that fell back to eager, programs run op by op / compiled."""
+    return dict(_stats)
+
+
+def enabled() -> bool:
+    return _enabled
+
+
+def set_enabled(on: bool) -> None:
+    """Install or remove the lazy ``bind`` hook (``tapejax.config.set_execution``)."""
+    global _enabled
+    flush()
+    _enabled = bool(on)
+    _recorder.lazy_bind = _lazy_bind if _enabled else None
+
+
+def flush() -> None:
+    """Materialize this thread's pending program (a no-op when there is none)."""
+    p = _tls.prog
+    if p is not None:
+        p.run()
+
+
+def _is_pure(prim: Primitive) -> bool:
+    # Only a primitive whose impl is a compiled pure JAX function (``_ops.prim`` with
+    # jit=True wraps it and sets ``__wrapped__``; a jitted jnp function has ``lower``)
+    # can be deferred: anything else may have Python side effects that must happen now.
+    r = _pure.get(prim)
+    if r is None:
+        impl = prim.impl
+        r = hasattr(impl, "__wrapped__") or hasattr(impl, "lower") or type(impl).__name__ == "ufunc" \
+            or prim.name == "replay"
+        _pure[prim] = r
+    return r
+
+
+_pure: dict = {}
+
+
+def _const_aval(v: Any) -> Any:
+    t = type(v)
+    if t in _SCALARS:
+        return t
+    if isinstance(v, jax.Array):
+        if isinstance(v, jax.core.Tracer):
+            return None
+        return (v.shape, v.dtype, v.weak_type)
+    if isinstance(v, np.ndarray | np.generic):
+        if v.dtype == object or v.dtype.kind in "USO":
+            return None
+        return (v.shape, v.dtype, "np")
+    return None
+
+
+def _spec(a: Any, v: Any) -> Any:
+    if a in _SCALARS or (isinstance(a, tuple) and len(a) == 3 and a[2] == "np"):
+        t = jax.typeof(v)
+        return jax.ShapeDtypeStruct(t.shape, t.dtype, weak_type=t.weak_type)
+    return jax.ShapeDtypeStruct(a[0], a[1], weak_type=a[2])
+
+
+def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
+    st = state
+    if st.tracing or st.bound is not None or st.accumulators or not _is_pure(prim):
+        _stats["fallback"] += 1
+        return NotImplemented
+    fparams = tuple(sorted(params.items())) if params else ()
+    prog = _tls.prog
+    if prog is None or prog.done:  # done: another thread ran it (it read one of its values)
+        prog = _tls.prog = Program()
+    slots = []
+    avals = []
+    ids = []
+    vals = []
+    new_inputs = []
+    has_cell = False
+    n_in = len(prog.inputs)
+    for a in args:
+        ta = type(a)
+        if ta is LazyTensor or ta is _Cell:
+            c = a._lz if ta is LazyTensor else a
+            if c.value is _UNSET and c.prog is not prog:
+                c.prog.value_of(c)  # another thread's program: run it (its error, if it failed)
+            if c.value is _UNSET:
+                slots.append(~c.slot)
+                avals.append(c.key)
+                ids.append(a._id if ta is LazyTensor else None)
+                vals.append(c)
+                has_cell = True
+                continue
+            v = c.value
+            i = a._id if ta is LazyTensor else None
+        elif isinstance(a, Tensor):
+            v = a._value
+            i = a._id
+        elif isinstance(a, VariableBase):
+            raw = getattr(a, "_raw", None)
+            if type(raw) is _Cell and raw.value is _UNSET and raw.prog is prog:
+                # A variable assigned lazily: its read is a handle on the pending value.
+                lt = LazyTensor(raw)
+                if st.recording:
+                    read_variable(a, lt)
+                slots.append(~raw.slot)
+                avals.append(raw.key)
+                ids.append(lt._id)
+                vals.append(raw)
+                has_cell = True
+                continue
+            if st.recording:
+                t = read_variable(a)
+                v, i = t._value, t._id
+            else:
+                v, i = a._value, None
+        else:
+            v, i = a, None
+        av = _const_aval(v)
+        if av is None:
+            _stats["fallback"] += 1
+            return NotImplemented
+        if av in _SCALARS:
+            sk = (av, repr(v))
+            k = prog.scalars.get(sk)
+            if k is None:
+                k = prog.scalars[sk] = n_in + len(new_inputs)
+                new_inputs.append(v)
+            slots.append(k)
+        else:
+            slots.append(n_in + len(new_inputs))
+            new_inputs.append(v)
+        avals.append(av)
+        ids.append(i)
+        vals.append(v)
+    avals_t = tuple(avals)
+    slots_t = tuple(slots)
+    # One lookup on the hot path: (signature, wiring) -> (out avals, out keys, inexact flags, node id).
+    nk = (prim, fparams, avals_t, slots_t)
+    try:
+        node = _node_ids.get(nk)
+    except TypeError:  # an unhashable static parameter: run it eagerly
+        _stats["fallback"] += 1
+        return NotImplemented
+    if node is None:
+        node = _new_node(prim, params, fparams, avals, vals, nk)
+    if node is False:
+        _stats["fallback"] += 1
+        return NotImplemented
+    outs_av, out_keys, inexact, nid = node
+    with prog.lock:
+        # Another thread that reads a value of this program runs it under the same lock:
+        # a node is either in the run or in a new program, never lost between the two.
+        if prog.done:
+            return _lazy_bind(prim, args, params)
+        prog.inputs.extend(new_inputs)
+        prog.nodes.append((prim, params, slots_t, len(outs_av)))
+        prog.key.append(nid)
+        outs = []
+        for oa, ok in zip(outs_av, out_keys):
+            c = _Cell(oa, ok, prog, len(prog.cells))
+            prog.cells.append(c)
+            outs.append(LazyTensor(c))
+    rec = st.recording
+    if rec and prim.recorded:
+        in_ids = tuple(ids)
+        out_ids = tuple(t._id for t in outs)
+        diff_out = [t._id for t, f in zip(outs, inexact) if f]
+        eqn = None
+        for tape in rec:
+            w = tape.watched
+            for i in in_ids:
+                if i in w:
+                    break
+            else:
+                continue
+            if eqn is None:
+                eqn = Eqn(prim, params, in_ids, tuple(vals), out_ids)
+                if has_cell:
+                    prog.eqns.append(weakref.ref(eqn))
+            tape.eqns.append(eqn)
+            w.update(diff_out)
+    if len(prog.nodes) >= MAX_PENDING:
+        prog.run()
+    if prim.multiple_results:
+        return tuple(outs)
+    return outs[0]
+
+
+def _new_node(prim: Primitive, params: dict, fparams: tuple, avals: list, vals: list, nk: tuple) -> Any:
+    skey = (prim, fparams, tuple(avals))
+    info = _shape_cache.get(skey)
+    if info is None:
+        try:
+            specs = [_spec(a, v if type(v) is not _Cell else None) for a, v in zip(avals, vals)]
+            outs_av = jax.eval_shape(functools.partial(prim.impl, **params), *specs)
+            outs_av = tuple(outs_av) if prim.multiple_results else (outs_av,)
+            if all(type(o) is jax.ShapeDtypeStruct for o in outs_av):
+                info = (outs_av, tuple((o.shape, o.dtype, o.weak_type) for o in outs_av))
+            else:
+                info = False
+        except Exception:  # noqa: BLE001  (the eager run raises it, at the user's line)
+            info = False
+        if len(_shape_cache) < 100_000:
+            _shape_cache[skey] = info
+    if info is False:
+        return False
+    outs_av, out_keys = info
+    # A fresh number per cached node (never reused: equal numbers must mean equal nodes).
+    node = (outs_av, out_keys, tuple(o.dtype in INEXACT for o in outs_av), _next_node())
+    if len(_node_ids) < 1_000_000:
+        _node_ids[nk] = node
+    return node
+
+
+def _interpret(nodes: list, inputs: list) -> list:
+    env: list = []
+    for prim, params, slots, n_out in nodes:
+        out = prim.impl(*[inputs[s] if s >= 0 else env[~s] for s in slots], **params)
+        if n_out == 1 and not prim.multiple_results:
+            env.append(out)
+        else:
+            env.extend(out)
+    return env
+
+
+def _compile(nodes: list, live: tuple) -> Any:
+    nodes = list(nodes)
+
+    def program(inputs: list) -> list:
+        env = _interpret(nodes, inputs)
+        return [env[k] for k in live]
+
+    return jax.jit(program)
+
+
+def _execute(prog: Program) -> None:
+    if not prog.nodes:
+        return
+    _stats["deferred"] += len(prog.nodes)
+    cells = prog.cells
+    eqns = [e for e in (r() for r in prog.eqns) if e is not None]
+    prog.eqns = []
+    # Only values something still refers to leave the program (a handle, a recorded
+    # equation): the rest are intermediates XLA fuses away. 2 = the list and the call's
+    # argument (indexing, not enumerate: its cached result tuple would hold one more).
+    gr = sys.getrefcount
+    live = tuple(k for k in range(len(cells)) if gr(cells[k]) > 2)
+    key = (tuple(prog.key), live)
+    entry = _programs.get(key)
+    if entry is None or type(entry) is int:
+        n = (entry or 0) + 1
+        if n >= HOT:
+            entry = _compile(prog.nodes, live)
+            _programs[key] = entry
+        else:
+            _programs[key] = n
+            if len(_programs) > _CACHE_SIZE:
+                _programs.popitem(last=False)
+    else:
+        _programs.move_to_end(key)
+    if type(entry) is int or entry is None:
+        _stats["runs_interpreted"] += 1
+        env = _interpret(prog.nodes, prog.inputs)
+        outs = [env[k] for k in live]
+    else:
+        _stats["runs_compiled"] += 1
+        outs = entry(prog.inputs)
+    for k, v in zip(live, outs):
+        cells[k].value = v
+    for e in eqns:
+        e.in_vals = tuple(v.value if type(v) is _Cell else v for v in e.in_vals)
+    # Drop what the handles no longer need: cells keep their values, the program its key only.
+    prog.nodes = []
+    prog.inputs = []
+    prog.cells = []
+
+
+# ---- variable updates in lazy mode ---------------------------------------------------------
+
+# The eager update is ``value + delta`` on arrays: the same jnp function, compiled.
+_UPDATE = {"add": Primitive("assign_add", jax.jit(jnp.add), recorded=False),
+           "sub": Primitive("assign_sub", jax.jit(jnp.subtract), recorded=False)}
+
+
+def update(var: VariableBase, op: str, v: Any) -> Any:
+    """The value ``var`` holds after ``op`` ("assign", "add", "sub") with ``v`` (checked, maybe pending).
+
+    Lazy mode: a pending value (the variable then holds a ``Pending`` cell, forced by
+    any read that is not an op of the same program). Otherwise the eager update.
+    """
+    st = state
+    if _enabled and not st.tracing and st.bound is None and type(var)._v is VariableBase._v:
+        if op == "assign":
+            return v
+        out = _lazy_bind(_UPDATE[op], (var._raw, v), {})
+        if out is not NotImplemented:
+            return out._lz
+    if type(v) is _Cell:
+        v = v.force()
+    if op == "assign":
+        return v
+    cur = var._value
+    return cur + v if op == "add" else cur - v
+
+
+# ---- the gradient in lazy mode ------------------------------------------------------------
+
+
+def peek(t: Any) -> Any:
+    """``t``'s value, or its pending cell (lazy mode), without running anything."""
+    if type(t) is LazyTensor:
+        c = t._lz
+        return c if c.value is _UNSET else c.value
+    return t._value
+
+
+def resolve_slice(sl: Any, extra: list) -> bool:
+    """Materialize what ``sl`` (built lazily) still holds pending, before an eager gradient.
+
+    Returns False (so it can sit in front of the gradient's tier test).
+    """
+    pend = [v for v in sl.leaf_vals if type(v) is _Cell]
+    for e in sl.eqns:
+        pend.extend(v for v in e.in_vals if type(v) is _Cell)
+    for c in pend:
+        if c.value is _UNSET:
+            c.prog.value_of(c)
+    if pend:
+        sl.leaf_vals = [v.value if type(v) is _Cell else v for v in sl.leaf_vals]
+        for e in sl.eqns:
+            if any(type(v) is _Cell for v in e.in_vals):
+                e.in_vals = tuple(v.value if type(v) is _Cell else v for v in e.in_vals)
+    return False
+
+
+def can_defer_gradient(sl: Any, extra_ids: Any) -> bool:
+    """Can this gradient be a node of the pending program? Only with no tape, accumulator or
+    trace active (then nothing records the gradient itself) and no Python backward in the slice."""
+    if not _enabled:
+        return False
+    st = state
+    if st.recording or st.accumulators or st.tracing or st.bound is not None:
+        return False
+    return not _interp_tier.interpret_needed(sl, extra_ids)
+
+
+def deferred_transform(sl: Any, key_extra: tuple, transform: str, extra: list, extra_ids: list) -> tuple:
+    """``_replay.run_transform`` as a pending node (nothing records it: ``can_defer_gradient``)."""
+    vals, _ids, params = _replay._prepare(sl, key_extra, transform, extra, extra_ids)
+    out = _recorder.bind(_replay.REPLAY, *vals, **params)
+    return tuple(out)
+
+
+_config._execution_listeners.append(lambda mode: set_enabled(mode == "lazy"))
+if _config.get_execution() == "lazy":
+    set_enabled(True)

@@ -1,0 +1,343 @@
+"""Lazy execution (``tapejax.config.set_execution("lazy")``) gives eager mode's values.
+
+Every case runs the same function eagerly and lazily (several times, so the lazy
+program goes from its op-by-op first sightings to its compiled form) and compares
+values, gradients, None-ness, variable state and exceptions.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tapejax as tf
+from tapejax import config
+from tapejax._engine import _lazy
+
+
+def _leaves(out):
+    return jax.tree_util.tree_leaves(out, is_leaf=lambda a: a is None or hasattr(a, "_id") or hasattr(a, "_uid"))
+
+
+def _np(out):
+    res = []
+    for a in _leaves(out):
+        res.append(None if a is None else np.asarray(a.numpy()))
+    return res
+
+
+def _run(mode, fn, repeats):
+    old = config.get_execution()
+    config.set_execution(mode)
+    try:
+        return [_np(fn()) for _ in range(repeats)]
+    finally:
+        config.set_execution(old)
+
+
+def assert_same(fn, repeats=4, rtol=1e-6, atol=1e-6):
+    """``fn`` (building its own state) gives the same values eagerly and lazily, every repeat."""
+    eager = _run("eager", fn, repeats)
+    lazy = _run("lazy", fn, repeats)
+    for e_rep, l_rep in zip(eager, lazy):
+        assert len(e_rep) == len(l_rep)
+        for e, l in zip(e_rep, l_rep):
+            assert (e is None) == (l is None)
+            if e is not None:
+                assert e.dtype == l.dtype and e.shape == l.shape
+                np.testing.assert_allclose(l, e, rtol=rtol, atol=atol)
+    return eager, lazy
+
+
+@pytest.fixture
+def lazy_mode():
+    old = config.get_execution()
+    config.set_execution("lazy")
+    yield
+    config.set_execution(old)
+
+
+def test_switch_and_handles(lazy_mode):
+    x = tf.constant([1.0, 2.0])
+    y = tf.sin(x) * 2.0 + 1.0
+    assert type(y) is _lazy.LazyTensor and type(y).__name__ == "Tensor"
+    # shape and dtype without running anything
+    assert y.shape == (2,) and y.dtype == tf.float32
+    np.testing.assert_allclose(y.numpy(), np.sin([1.0, 2.0]) * 2 + 1, rtol=1e-6)
+    assert config.get_execution() == "lazy"
+    with pytest.raises(ValueError, match="eager or 'lazy'|'eager' or 'lazy'"):
+        config.set_execution("fast")
+
+
+def test_scalar_chain_gradient():
+    def step():
+        x = tf.constant(0.5)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = x
+            for _ in range(20):
+                y = tf.tanh(tf.sin(y) * 1.5 + 0.1)
+        return y, t.gradient(y, x)
+
+    assert_same(step, repeats=12)
+
+
+def _mlp_step_factory():
+    rng = np.random.default_rng(0)
+    ws = [rng.standard_normal((8, 16)).astype(np.float32) * 0.3, rng.standard_normal(16).astype(np.float32) * 0.1,
+          rng.standard_normal((16, 1)).astype(np.float32) * 0.3, rng.standard_normal(1).astype(np.float32) * 0.1]
+    xs = rng.standard_normal((4, 8)).astype(np.float32)
+    ys = rng.standard_normal((4, 1)).astype(np.float32)
+    state = {}
+
+    def step():
+        if "v" not in state:
+            state["v"] = [tf.Variable(w) for w in ws]
+        vs = state["v"]
+        with tf.GradientTape() as tape:
+            h = tf.nn.relu(tf.matmul(tf.constant(xs), vs[0]) + vs[1])
+            loss = tf.reduce_mean(tf.square(tf.matmul(h, vs[2]) + vs[3] - ys))
+        grads = tape.gradient(loss, vs)
+        for v, g in zip(vs, grads):
+            v.assign_sub(0.1 * g)
+        # the variables' state is visible at every read
+        return loss, grads, [tf.identity(v) for v in vs]
+
+    return step
+
+
+def test_mlp_steps_with_variable_updates():
+    eager = _run("eager", _mlp_step_factory(), 12)
+    lazy = _run("lazy", _mlp_step_factory(), 12)
+    for e_rep, l_rep in zip(eager, lazy):
+        for e, l in zip(e_rep, l_rep):
+            np.testing.assert_allclose(l, e, rtol=2e-5, atol=1e-6)
+
+
+def test_nested_tapes_hessian():
+    def step():
+        x = tf.constant([0.3, -1.2, 2.0])
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                y = tf.reduce_sum(tf.sin(x) * x ** 3)
+            g = inner.gradient(y, x)
+        return g, outer.gradient(g, x)
+
+    assert_same(step, repeats=6, rtol=1e-5)
+
+
+def test_persistent_tape_and_none():
+    def step():
+        x = tf.constant(1.5)
+        z = tf.constant(2.0)
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(x)
+            y = x * x * 3.0
+            w = tf.exp(y / 10.0)
+        return t.gradient(y, x), t.gradient(w, [x, z]), t.gradient(w, z, unconnected_gradients="zero")
+
+    _, lazy = assert_same(step, repeats=5)
+    assert lazy[0][2] is None  # the unconnected source stays None lazily
+
+
+def test_control_flow_on_values(lazy_mode):
+    x = tf.constant(3.0)
+    y = x * 2.0
+    total = 0.0
+    while float(y) > 1.0:  # Python control flow forces the program, then laziness goes on
+        y = y / 2.0
+        total += 1.0
+    assert total == 3.0
+    assert bool(y < 1.0)
+
+
+def test_error_raised_at_user_line(lazy_mode):
+    a = tf.ones((2, 3))
+    b = tf.ones((4, 5))
+
+    def user_code():
+        c = a * 2.0
+        return tf.matmul(c, b)  # the bad line
+
+    with pytest.raises(tf.errors.InvalidArgumentError) as ei:
+        user_code()
+    frames = traceback.extract_tb(ei.value.__traceback__)
+    assert any(f.name == "user_code" and "tf.matmul(c, b)" in (f.line or "") for f in frames)
+
+
+def test_error_matches_eager():
+    def bad():
+        return tf.constant([1.0, 2.0]) + tf.constant([1.0, 2.0, 3.0])
+
+    errs = []
+    for mode in ("eager", "lazy"):
+        config.set_execution(mode)
+        try:
+            with pytest.raises(Exception) as ei:
+                bad().numpy()
+            errs.append(type(ei.value))
+        finally:
+            config.set_execution("eager")
+    assert errs[0] is errs[1]
+
+
+def test_random_stream_unchanged():
+    def draws():
+        tf.random.set_seed(7)
+        return [tf.random.normal((3,)) * 2.0 for _ in range(3)] + [tf.random.uniform((2,), seed=3)]
+
+    assert_same(draws, repeats=3)
+
+
+def test_compiled_after_repeat(lazy_mode):
+    x = tf.constant([0.1, 0.2])
+    before = _lazy.stats()["runs_compiled"]
+    for _ in range(4):
+        (tf.cos(x) * 3.0 + 1.0).numpy()
+    assert _lazy.stats()["runs_compiled"] >= before + 2
+
+
+def test_value_printed(lazy_mode, capsys):
+    y = tf.constant([1.0, 2.0]) * 3.0
+    print(y)
+    assert "3." in capsys.readouterr().out and "6." in repr(y)
+
+
+# ---- random programs -----------------------------------------------------------------
+
+_UNARY = ["sin", "tanh", "exp_small", "square", "relu", "sigmoid"]
+_BINARY = ["add", "mul", "sub", "matmul_t", "maximum"]
+
+
+def _apply(op, a, b):
+    if op == "sin":
+        return tf.sin(a)
+    if op == "tanh":
+        return tf.tanh(a)
+    if op == "exp_small":
+        return tf.exp(a * 0.1)
+    if op == "square":
+        return tf.square(a)
+    if op == "relu":
+        return tf.nn.relu(a)
+    if op == "sigmoid":
+        return tf.sigmoid(a)
+    if op == "add":
+        return a + b
+    if op == "mul":
+        return a * b
+    if op == "sub":
+        return a - 0.5 * b
+    if op == "matmul_t":
+        return tf.matmul(a, b, transpose_b=True) * 0.1
+    return tf.maximum(a, b)
+
+
+@st.composite
+def programs(draw):
+    n = draw(st.integers(1, 10))
+    ops = []
+    for _ in range(n):
+        if draw(st.booleans()):
+            ops.append((draw(st.sampled_from(_UNARY)), draw(st.integers(0, 8)), 0))
+        else:
+            ops.append((draw(st.sampled_from(_BINARY)), draw(st.integers(0, 8)), draw(st.integers(0, 8))))
+    persistent = draw(st.booleans())
+    nested = draw(st.booleans())
+    use_var = draw(st.booleans())
+    force_at = draw(st.integers(-1, n))  # a Python read of a value mid-program
+    return ops, persistent, nested, use_var, force_at
+
+
+@given(programs())
+def test_random_programs_match_eager(prog):
+    ops, persistent, nested, use_var, force_at = prog
+    rng = np.random.default_rng(len(ops))
+    x0 = rng.standard_normal((3, 3)).astype(np.float32)
+    w0 = rng.standard_normal((3, 3)).astype(np.float32)
+    holder = {}
+
+    def fn():
+        if "v" not in holder:
+            holder["v"] = tf.Variable(w0)
+        v = holder["v"]
+        x = tf.constant(x0)
+        outer = tf.GradientTape(persistent=True)
+        with outer:
+            outer.watch(x)
+            with tf.GradientTape(persistent=persistent) as tape:
+                tape.watch(x)
+                pool = [x, v if use_var else x * 0.5]
+                for k, (op, i, j) in enumerate(ops):
+                    if k == force_at:
+                        float(tf.reduce_sum(pool[-1]))
+                    pool.append(_apply(op, pool[i % len(pool)], pool[j % len(pool)]))
+                y = tf.reduce_sum(pool[-1])
+            gx, gv = tape.gradient(y, [x, v])
+            inner_g = gx if nested and gx is not None else None
+        hx = outer.gradient(tf.reduce_sum(inner_g), x) if inner_g is not None else None
+        if gv is not None:
+            v.assign_sub(0.01 * gv)
+        return y, gx, gv, hx, tf.identity(v)
+
+    eager = _run("eager", fn, 3)
+    holder.clear()
+    lazy = _run("lazy", fn, 3)
+    for e_rep, l_rep in zip(eager, lazy):
+        for e, l in zip(e_rep, l_rep):
+            assert (e is None) == (l is None)
+            if e is not None:
+                np.testing.assert_allclose(l, e, rtol=1e-4, atol=1e-5)
+
+
+def test_threads_share_lazy_tensors(lazy_mode):
+    import threading
+
+    made = {}
+    done = threading.Event()
+
+    def worker():
+        a = tf.constant([1.0, 2.0]) * 3.0  # pending in this thread's program
+        made["a"] = a
+        done.set()
+        made["b"] = (a + 1.0).numpy()
+
+    th = threading.Thread(target=worker)
+    th.start()
+    done.wait()
+    # Read from another thread: runs (or waits for) the worker's program.
+    got = (made["a"] * 2.0).numpy()
+    th.join()
+    np.testing.assert_allclose(got, [6.0, 12.0])
+    np.testing.assert_allclose(made["b"], [4.0, 7.0])
+
+
+def test_copy_and_type_name(lazy_mode):
+    import copy
+
+    y = tf.constant([1.0]) * 2.0
+    assert type(y).__name__ == "Tensor"
+    z = copy.copy(y)
+    assert z.numpy().tolist() == [2.0] and z._id == y._id
+
+
+def test_tf_print_order_and_forward_accumulator(lazy_mode, capsys):
+    x = tf.constant(2.0)
+    y = x * 3.0
+    tf.print("first", y)
+    z = y + 1.0
+    tf.print("second", float(z))
+    tf.print("third", z * 2.0)
+    text = capsys.readouterr().err  # tf.print writes to stderr, as TF's
+    assert text.index("first 6") < text.index("second 7") < text.index("third 14")
+    # forward mode runs eagerly (ops under an accumulator are not deferred), values as eager
+    with tf.autodiff.ForwardAccumulator(x, tf.constant(1.0)) as acc:
+        w = tf.sin(y) * x
+    np.testing.assert_allclose(acc.jvp(w).numpy(), np.sin(6.0) * 1.0, rtol=1e-6)
