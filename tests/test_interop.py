@@ -209,3 +209,43 @@ def test_jax_code_on_a_watched_tensor_warns_once_and_points_to_from_jax(monkeypa
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         jnp.sin(x)
+
+
+def test_a_tensor_is_not_a_jax_array_as_the_docs_say():
+    # compat_docs/README.md and debugging.md: a Tensor holds a jax.Array but is not one.
+    t = tf.constant([1.0, 2.0])
+    v = tf.Variable([1.0])
+    assert not isinstance(t, jax.Array) and not isinstance(v, jax.Array)
+    assert isinstance(jnp.asarray(t), jax.Array) and isinstance(jnp.asarray(v), jax.Array)
+    np.testing.assert_array_equal(jnp.asarray(t), np.array([1.0, 2.0], np.float32))
+
+
+def test_optax_with_variables_matches_optax_on_plain_arrays():
+    # The recipe of compat_docs/debugging.md: optax sees the variables' values, the updates
+    # are assigned. Compared with the same optax run on arrays with jax.grad.
+    optax = pytest.importorskip("optax")
+    w0 = np.array([1.0, -2.0, 0.5], np.float32)
+    b0 = np.array(0.25, np.float32)
+    x = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]], np.float32)
+
+    def loss_jax(p):
+        return jnp.sum(jnp.tanh(x @ p["w"] + p["b"]) ** 2)
+
+    opt = optax.adam(0.1)
+    ref = {"w": jnp.asarray(w0), "b": jnp.asarray(b0)}
+    ref_state = opt.init(ref)
+    params = {"w": tf.Variable(w0), "b": tf.Variable(b0)}
+    state = opt.init(tf.nest.map_structure(tf.convert_to_tensor, params))
+    for _ in range(5):
+        g = jax.grad(loss_jax)(ref)
+        u, ref_state = opt.update(g, ref_state, ref)
+        ref = optax.apply_updates(ref, u)
+
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.tanh(tf.linalg.matvec(tf.constant(x), params["w"]) + params["b"]) ** 2)
+        grads = tape.gradient(loss, params)
+        values = tf.nest.map_structure(tf.convert_to_tensor, params)
+        updates, state = opt.update(grads, state, values)
+        tf.nest.map_structure(lambda p, u: p.assign_add(u), params, updates)
+    np.testing.assert_allclose(params["w"].numpy(), ref["w"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(params["b"].numpy(), ref["b"], rtol=1e-5, atol=1e-6)
