@@ -275,3 +275,43 @@ def test_an_equinox_layer_on_a_tape_warns_then_from_jax_records_it(monkeypatch):
         z = tf.reduce_sum(tf.tanh(recorded(x)))
     want = jax.grad(lambda a: jnp.sum(jnp.tanh(layer(a))))(jnp.asarray(x0))
     np.testing.assert_allclose(g2.gradient(z, x).numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+_SHARDED = r'''
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import tapejax as tf
+
+def loss(w, x):
+    return tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+
+mesh = Mesh(np.array(jax.devices()), ("batch",))
+x = jax.random.normal(jax.random.PRNGKey(0), (16, 3))
+w = jnp.arange(3.0).reshape(3, 1) / 3
+xs = jax.device_put(x, NamedSharding(mesh, P("batch", None)))
+step = jax.jit(jax.value_and_grad(tf.to_jax(loss)))
+l1, g1 = step(w, xs)
+l0, g0 = jax.value_and_grad(lambda w, x: jnp.mean(jnp.square(x @ w - 1.0)))(w, x)
+np.testing.assert_allclose(l1, l0, rtol=1e-5)
+np.testing.assert_allclose(g1, g0, rtol=1e-5, atol=1e-6)
+per_row = jax.jit(jax.vmap(tf.to_jax(lambda r: tf.reduce_sum(r * r))))(xs)
+assert len(per_row.sharding.device_set) == 4, per_row.sharding   # the batch stays sharded
+np.testing.assert_allclose(per_row, jnp.sum(x * x, axis=1), rtol=1e-5)
+print("ok", len(jax.devices()))
+'''
+
+
+def test_to_jax_composes_with_sharding_over_four_devices(tmp_path):
+    # Four virtual CPU devices need a fresh process (XLA reads the flag at start-up).
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
+               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    script = tmp_path / "sharded.py"
+    script.write_text(_SHARDED)
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "ok 4"
