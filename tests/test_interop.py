@@ -315,3 +315,15 @@ def test_to_jax_composes_with_sharding_over_four_devices(tmp_path):
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "ok 4"
+
+
+def test_equinox_filter_grad_names_to_jax_and_works_with_it():
+    eqx = pytest.importorskip("equinox")
+
+    def f(x):
+        return tf.reduce_sum(tf.sin(x))
+
+    with pytest.raises(ValueError, match="tapejax.to_jax"):
+        eqx.filter_grad(f)(jnp.ones(3))
+    np.testing.assert_allclose(eqx.filter_grad(tf.to_jax(f))(jnp.ones(3)), jax.grad(lambda a: jnp.sum(jnp.sin(a)))(jnp.ones(3)),
+                               rtol=1e-6)
