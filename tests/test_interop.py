@@ -327,3 +327,8 @@ def test_equinox_filter_grad_names_to_jax_and_works_with_it():
         eqx.filter_grad(f)(jnp.ones(3))
     np.testing.assert_allclose(eqx.filter_grad(tf.to_jax(f))(jnp.ones(3)), jax.grad(lambda a: jnp.sum(jnp.sin(a)))(jnp.ones(3)),
                                rtol=1e-6)
+
+
+def test_numpy_inside_jax_grad_names_to_jax():
+    with pytest.raises(AttributeError, match="tapejax.to_jax"):
+        jax.grad(lambda x: tf.sin(x).numpy().sum())(jnp.ones(3))
