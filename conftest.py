@@ -1,4 +1,11 @@
-"""Root conftest: the doctests of the package (``pytest --doctest-modules tapejax``, run by the
+"""Root conftest: the Markdown examples and the doctests.
+
+Every fenced ``python`` block of README.md and compat_docs/*.md runs through Sybil (a
+maintained doc-testing plugin) in the default pytest run (``testpaths`` lists the files); the
+blocks of one page share a namespace in page order, as a reader would paste them, and each is
+written to run on its own. Blocks in any other language (``text``, ``bash``) are not run.
+
+The doctests of the package (``pytest --doctest-modules tapejax``, run by the
 default pytest run through ``testpaths``) see Python's ``print``.
 
 The package namespace exports ``tf.print`` as ``print`` (TF's name), and a doctest's globals
@@ -9,6 +16,13 @@ are its module's, so ``print(x)`` in ``tapejax/__init__.py``'s examples would be
 import builtins
 
 import pytest
+from sybil import Sybil
+from sybil.parsers.markdown import PythonCodeBlockParser
+
+pytest_collect_file = Sybil(
+    parsers=[PythonCodeBlockParser()],
+    patterns=["README.md", "compat_docs/*.md"],
+).pytest()
 
 # Collected for doctests only (not test files), and not examples: tapejax.numpy's functions carry
 # JAX's own docstrings (jnp examples, run by JAX's tests); __main__ runs the demo on import;

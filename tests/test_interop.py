@@ -209,3 +209,126 @@ def test_jax_code_on_a_watched_tensor_warns_once_and_points_to_from_jax(monkeypa
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         jnp.sin(x)
+
+
+def test_a_tensor_is_not_a_jax_array_as_the_docs_say():
+    # compat_docs/README.md and debugging.md: a Tensor holds a jax.Array but is not one.
+    t = tf.constant([1.0, 2.0])
+    v = tf.Variable([1.0])
+    assert not isinstance(t, jax.Array) and not isinstance(v, jax.Array)
+    assert isinstance(jnp.asarray(t), jax.Array) and isinstance(jnp.asarray(v), jax.Array)
+    np.testing.assert_array_equal(jnp.asarray(t), np.array([1.0, 2.0], np.float32))
+
+
+def test_optax_with_variables_matches_optax_on_plain_arrays():
+    # The recipe of compat_docs/debugging.md: optax sees the variables' values, the updates
+    # are assigned. Compared with the same optax run on arrays with jax.grad.
+    optax = pytest.importorskip("optax")
+    w0 = np.array([1.0, -2.0, 0.5], np.float32)
+    b0 = np.array(0.25, np.float32)
+    x = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]], np.float32)
+
+    def loss_jax(p):
+        return jnp.sum(jnp.tanh(x @ p["w"] + p["b"]) ** 2)
+
+    opt = optax.adam(0.1)
+    ref = {"w": jnp.asarray(w0), "b": jnp.asarray(b0)}
+    ref_state = opt.init(ref)
+    params = {"w": tf.Variable(w0), "b": tf.Variable(b0)}
+    state = opt.init(tf.nest.map_structure(tf.convert_to_tensor, params))
+    for _ in range(5):
+        g = jax.grad(loss_jax)(ref)
+        u, ref_state = opt.update(g, ref_state, ref)
+        ref = optax.apply_updates(ref, u)
+
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.tanh(tf.linalg.matvec(tf.constant(x), params["w"]) + params["b"]) ** 2)
+        grads = tape.gradient(loss, params)
+        values = tf.nest.map_structure(tf.convert_to_tensor, params)
+        updates, state = opt.update(grads, state, values)
+        tf.nest.map_structure(lambda p, u: p.assign_add(u), params, updates)
+    np.testing.assert_allclose(params["w"].numpy(), ref["w"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(params["b"].numpy(), ref["b"], rtol=1e-5, atol=1e-6)
+
+
+def test_an_equinox_layer_on_a_tape_warns_then_from_jax_records_it(monkeypatch):
+    # A real non-tapejax JAX library: equinox's Linear applied to a watched tensor is not
+    # recorded (one warning naming from_jax); wrapped with from_jax it is, with jax.grad's gradient.
+    eqx = pytest.importorskip("equinox")
+    layer = eqx.nn.Linear(3, 2, key=jax.random.PRNGKey(0))
+    x0 = np.array([0.5, -1.0, 2.0], np.float32)
+    x = tf.constant(x0)
+    monkeypatch.setattr(_interop, "_warned_unrecorded", False)
+    with pytest.warns(UserWarning, match="tapejax.from_jax") as rec:
+        with tf.GradientTape(persistent=True) as g:
+            g.watch(x)
+            y = tf.reduce_sum(tf.convert_to_tensor(layer(x)))
+            layer(x)  # a second call: still one warning
+    assert len([w for w in rec if "from_jax" in str(w.message)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert g.gradient(y, x) is None
+
+    recorded = tf.from_jax(layer)
+    with tf.GradientTape() as g2:
+        g2.watch(x)
+        z = tf.reduce_sum(tf.tanh(recorded(x)))
+    want = jax.grad(lambda a: jnp.sum(jnp.tanh(layer(a))))(jnp.asarray(x0))
+    np.testing.assert_allclose(g2.gradient(z, x).numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+_SHARDED = r'''
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import tapejax as tf
+
+def loss(w, x):
+    return tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+
+mesh = Mesh(np.array(jax.devices()), ("batch",))
+x = jax.random.normal(jax.random.PRNGKey(0), (16, 3))
+w = jnp.arange(3.0).reshape(3, 1) / 3
+xs = jax.device_put(x, NamedSharding(mesh, P("batch", None)))
+step = jax.jit(jax.value_and_grad(tf.to_jax(loss)))
+l1, g1 = step(w, xs)
+l0, g0 = jax.value_and_grad(lambda w, x: jnp.mean(jnp.square(x @ w - 1.0)))(w, x)
+np.testing.assert_allclose(l1, l0, rtol=1e-5)
+np.testing.assert_allclose(g1, g0, rtol=1e-5, atol=1e-6)
+per_row = jax.jit(jax.vmap(tf.to_jax(lambda r: tf.reduce_sum(r * r))))(xs)
+assert len(per_row.sharding.device_set) == 4, per_row.sharding   # the batch stays sharded
+np.testing.assert_allclose(per_row, jnp.sum(x * x, axis=1), rtol=1e-5)
+print("ok", len(jax.devices()))
+'''
+
+
+def test_to_jax_composes_with_sharding_over_four_devices(tmp_path):
+    # Four virtual CPU devices need a fresh process (XLA reads the flag at start-up).
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
+               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    script = tmp_path / "sharded.py"
+    script.write_text(_SHARDED)
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "ok 4"
+
+
+def test_equinox_filter_grad_names_to_jax_and_works_with_it():
+    eqx = pytest.importorskip("equinox")
+
+    def f(x):
+        return tf.reduce_sum(tf.sin(x))
+
+    with pytest.raises(ValueError, match="tapejax.to_jax"):
+        eqx.filter_grad(f)(jnp.ones(3))
+    np.testing.assert_allclose(eqx.filter_grad(tf.to_jax(f))(jnp.ones(3)), jax.grad(lambda a: jnp.sum(jnp.sin(a)))(jnp.ones(3)),
+                               rtol=1e-6)
+
+
+def test_numpy_inside_jax_grad_names_to_jax():
+    with pytest.raises(AttributeError, match="tapejax.to_jax"):
+        jax.grad(lambda x: tf.sin(x).numpy().sum())(jnp.ones(3))

@@ -208,8 +208,9 @@ def symbolic_numpy_error(what: str = "Tensor") -> AttributeError:
     what to do instead."""
     return AttributeError(
         f"'SymbolicTensor' object has no attribute 'numpy': this {what} is a traced (symbolic) value, inside "
-        "a compiled tapejax.function step, a jacobian, or a traced custom_gradient. .numpy() works only on eager "
-        "values: compute with tf ops (tf.where instead of Python if), or call it outside the compiled step."
+        "a compiled tapejax.function step, a jacobian, a traced custom_gradient, or a JAX transformation "
+        "(jax.jit/jax.grad of a function using tapejax ops: wrap it with tapejax.to_jax). .numpy() works only on "
+        "eager values: compute with tf ops (tf.where instead of Python if), or call it outside the compiled step."
     )
 
 

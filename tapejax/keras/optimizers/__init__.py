@@ -331,7 +331,10 @@ class Optimizer:
             warnings.warn(
                 f"Gradients do not exist for variables {missing} when minimizing the loss. If using `model.compile()`, "
                 "did you forget to provide a `loss` argument?",
-                stacklevel=3,
+                # stacklevel 1, as Keras: the warning's location is this line, so Python's default
+                # filter prints it once per process and text, however many lines of the program
+                # call apply_gradients (TF 2.21 prints it once; a user location printed it per line).
+                stacklevel=1,
             )
         slots = [self._slots[self._index[v._uid]] for _, v in pairs]
         params = [v._value for _, v in pairs]
