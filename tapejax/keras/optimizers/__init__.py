@@ -431,7 +431,12 @@ class Optimizer:
         config = dict(config)
         if isinstance(config.get("learning_rate"), dict):
             config["learning_rate"] = schedules.deserialize(config["learning_rate"], custom_objects)
-        return cls(**config)
+        opt = cls(**config)
+        if config.get("name") is not None:
+            # A restored optimizer keeps its saved name, as TF's does (Adam.from_config of a config
+            # named "adam" is "adam", not the next auto-numbered "adam_2").
+            opt.name = config["name"]
+        return opt
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
