@@ -67,7 +67,11 @@ class Gen:
             self.block(ind + 1, depth + 1, True, False)
         elif c == "for_range":
             j = self.fresh("j")
-            self.emit(ind, f"for {j} in tf.range(n):")
+            # Ranges with a step known at trace time (up or down: one compare per iteration) and
+            # one whose sign is known only at run time (a tensor step).
+            rng = r.choice(["tf.range(n)", "tf.range(n)", "tf.range(1, n + 2, 2)", "tf.range(n, 0, -1)",
+                            "tf.range(n, -1, tf.constant(-2))", "range(n)", "tf.range(0, n, tf.sign(n) + 1)"])
+            self.emit(ind, f"for {j} in {rng}:")
             self.emit(ind + 1, f"a = a + tf.cast({j}, tf.float32) * 0.01")
             self.block(ind + 1, depth + 1, True, False)
         elif c == "for_tensor":

@@ -275,3 +275,85 @@ def test_data_parallel_step_on_8_host_devices_matches_one_device():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith("OK")
+
+
+def test_fast_call_path_keeps_every_rule():
+    # After a first call, a same-shaped all-tensor call takes the fast path; what would change
+    # the general path's decision must still change it.
+    w = tf.Variable(1.0)
+
+    @tf.function
+    def step(x):
+        w.assign_add(x)
+        return {"b": w * 1.0, "a": x}
+
+    x = tf.constant(2.0)
+    out = step(x)
+    assert list(out) == ["b", "a"] and float(out["b"]) == 3.0
+    out = step(x)  # fast path: dict order kept, assign written back
+    assert list(out) == ["b", "a"] and float(out["b"]) == 5.0 and float(w) == 5.0
+    # Under a tape: one recorded op, differentiable.
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = step(x)["b"]
+    assert float(t.gradient(y, x)) == 1.0 and float(w) == 7.0
+    # run_functions_eagerly switches the fast path off too.
+    tf.config.run_functions_eagerly(True)
+    try:
+        float(step(tf.constant(float("nan")))["b"])
+        assert np.isnan(float(w))
+    finally:
+        tf.config.run_functions_eagerly(False)
+    w.assign(0.0)
+    # Another shape or dtype retraces.
+    assert float(step(tf.constant(3.0, dtype=tf.float32))["b"]) == 3.0
+    assert step.experimental_get_tracing_count() == 1
+    v = tf.Variable([0.0, 0.0])
+
+    @tf.function
+    def g(x):
+        v.assign_add(x)
+        return v
+
+    g(tf.constant([1.0, 2.0]))
+    g(tf.constant([1.0, 2.0]))
+    with pytest.raises(Exception):
+        g(tf.constant([1.0, 2.0, 3.0]))  # a new shape retraces (and TF's shape error), not the old program
+    assert v.numpy().tolist() == [2.0, 4.0]
+    h = tf.function(lambda x: x * 2)
+    h(tf.constant([1.0]))
+    h(tf.constant([1.0]))
+    assert h(tf.constant([1.0, 2.0])).numpy().tolist() == [2.0, 4.0]
+    assert h(tf.constant([1, 2])).dtype == tf.int32
+    assert h.experimental_get_tracing_count() == 3
+
+
+def test_tensor_range_loop_condition_is_one_compare():
+    # `for i in tf.range(n)` with a step known at trace time: the while condition is `i < n`,
+    # not a lax.cond over the step's sign on every iteration (it cost XLA a conditional).
+    @tf.function
+    def f(n):
+        s = tf.constant(0)
+        for i in tf.range(n):
+            s += i
+        for j in tf.range(n, 0, -1):
+            s += j
+        return s
+
+    assert int(f(tf.constant(5))) == 10 + 15
+    assert int(f(tf.constant(0))) == 0
+    closed = next(iter(f._entries.values())).closed
+
+    def prims(j):
+        for e in j.eqns:
+            yield e
+            for v in e.params.values():
+                for sub in (v if isinstance(v, tuple) else (v,)):
+                    inner = getattr(sub, "jaxpr", sub)
+                    if hasattr(inner, "eqns"):
+                        yield from prims(inner)
+
+    whiles = [e for e in prims(closed.jaxpr) if e.primitive.name == "while"]
+    assert len(whiles) == 2
+    for e in whiles:
+        assert [q.primitive.name for q in e.params["cond_jaxpr"].jaxpr.eqns if q.primitive.name == "cond"] == []

@@ -252,3 +252,37 @@ def test_tf_print_formats_like_tf(capsys):
     out, err = capsys.readouterr()
     assert out == "[8 8] 6 None s\n"
     assert err == "[[1.5 2]\n [3 4]]\n"
+
+
+def test_python_scalar_constants_share_one_device_array():
+    # tf.constant of a Python scalar reuses one immutable device array per (type, value, dtype):
+    # a fresh host-to-device transfer per call costs a compiled step about as much as the step.
+    import math
+
+    import jax
+
+    a, b = tf.constant(3), tf.constant(3)
+    assert a._value is b._value and a is not b and a._id != b._id
+    assert tf.constant(3.0)._value is not a._value and tf.constant(3.0).dtype == tf.float32
+    assert tf.constant(True).dtype == tf.bool and tf.constant(1).dtype == tf.int32
+    assert tf.constant(3, dtype=tf.float32).dtype == tf.float32
+    # -0.0 and 0.0 are different constants; NaN is one.
+    assert math.copysign(1.0, float(tf.constant(-0.0))) == -1.0
+    assert math.copysign(1.0, float(tf.constant(0.0))) == 1.0
+    assert np.isnan(tf.constant(float("nan")).numpy())
+    # Inside a JAX trace a conversion is staged, never served from (or stored into) the cache.
+    seen = []
+
+    @jax.jit
+    def g(x):
+        c = tf.constant(5.0)
+        seen.append(isinstance(c._value, jax.core.Tracer))
+        return x + c._value
+
+    assert float(g(1.0)) == 6.0
+    from tapejax._ops import _tensor
+
+    assert all(not isinstance(v, jax.core.Tracer) for v in _tensor._SCALARS.values())
+    # TF's dtype rules still apply (1.5 into int32 raises).
+    with pytest.raises(TypeError):
+        tf.constant(1.5, dtype=tf.int32)

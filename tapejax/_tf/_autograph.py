@@ -421,8 +421,18 @@ def _tensor_for(iterable: Any, extra_test: Callable | None, body: Callable, get_
         if bound is not None:
             max_iter = bound
 
+        jax_ = __import__("jax")
+        # A step known now (the usual `tf.range(n)`) picks the comparison in Python: the loop's
+        # condition is then one compare, not a lax.cond over the step's sign on every iteration.
+        d0 = r.delta._value if isinstance(r.delta, Tensor) else r.delta
+        sign = None if isinstance(d0, jax_.core.Tracer | VariableBase) else float(np.asarray(d0))
+
         def test(i: Any) -> Any:
-            more = or_(lambda: and_(lambda: delta > 0, lambda: i < limit), lambda: and_(lambda: delta < 0, lambda: i > limit))
+            if sign is not None:
+                more = i < limit if sign > 0 else i > limit if sign < 0 else i != i
+            else:
+                more = or_(lambda: and_(lambda: delta > 0, lambda: i < limit),
+                           lambda: and_(lambda: delta < 0, lambda: i > limit))
             return and_(lambda: more, extra_test) if extra_test is not None else more
 
         def step(i: Any) -> tuple:

@@ -212,6 +212,9 @@ class _Entry:
         # The call's arguments as TensorSpecs and Python values (never the tensors themselves):
         # what pretty_printed_concrete_signatures describes.
         self.spec_args: tuple | None = None
+        self.out_order: Any = None
+        self.plain_out = False
+        self.rng_lock: Any = None
 
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
@@ -395,6 +398,20 @@ class Function:
         return (treedef, tuple(key_parts)), arrays, var_args
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = self._fast
+        if fast and not kwargs:
+            # Fast path: a call like one already compiled, with only tensors, positionally (a
+            # training step's usual call), outside any trace or tape. Every test below is what
+            # the general path would decide; they are ordered cheapest first.
+            st = _core.state
+            if not (st.tracing or st.recording or st.accumulators or st.bound is not None):
+                try:
+                    arrays = [a._value for a in args if type(a) is Tensor]
+                    entry = fast.get(tuple([(x.shape, x.dtype) for x in arrays]))
+                except AttributeError:
+                    entry = None
+                if entry is not None and len(arrays) == len(args) and not _config.functions_run_eagerly():
+                    return self._run_fast(entry, arrays)
         if _config.functions_run_eagerly():
             return self._python_function(*args, **kwargs)
         if _core.state.tracing:
@@ -403,16 +420,6 @@ class Function:
             return self._traced_callable()(*args, **kwargs)
         if _core.state.recording or _core.state.accumulators:
             return self._call_as_op(args, kwargs)
-        if not kwargs and self.input_signature is None:
-            # Fast path: only tensors, positionally (a training step's usual call).
-            try:
-                fkey = tuple((a._value.shape, a._value.dtype) for a in args if type(a) is Tensor)
-            except AttributeError:
-                fkey = None
-            if fkey is not None and len(fkey) == len(args):
-                entry = self._fast.get(fkey)
-                if entry is not None and entry.jitted is not None:
-                    return self._run(entry, [a._value for a in args], ())
         self._check_signature(args, kwargs)
         entry, arrays, var_args = self._entry_for(args, kwargs)
         if entry.eager:
@@ -426,7 +433,8 @@ class Function:
             out = self._python_function(*args, **kwargs)
             self._entry_for(args, kwargs)
             return out
-        if not kwargs and self.input_signature is None and all(type(a) is Tensor for a in args):
+        if (not kwargs and self.input_signature is None and entry.jitted is not None
+                and all(type(a) is Tensor for a in args)):
             self._fast[tuple((a._value.shape, a._value.dtype) for a in args)] = entry
         return self._run(entry, arrays, var_args)
 
@@ -669,6 +677,10 @@ class Function:
         entry.out_spec = out_spec
         entry.out_order = getattr(cap, "out_order", None)
         entry.has_effects = bool(closed.jaxpr.effects)
+        # For the fast call path: every output a tensor, no dict order to restore; the lock a
+        # call holds when it advances the random-key state (see _state_lock).
+        entry.plain_out = entry.out_order is None and all(s[0] == "T" for s in out_spec[1])
+        entry.rng_lock = _RNG_LOCK if any(v is _random_ops._traced_key for v in cap.inputs) else None
         entry.jitted = jax.jit(run)
         entry.closed = closed
 
@@ -695,6 +707,28 @@ class Function:
         if tf_key not in self._tf_keys:
             self._tf_keys.add(tf_key)
             self._trace_count += 1
+
+    def _run_fast(self, entry: _Entry, arrays: list) -> Any:
+        # _run for a call with no variable arguments, outside every trace (``state.bound`` is
+        # None, so a variable's stored value is what a read sees and what an assign sets).
+        variables = entry.variables
+        if entry.rng_lock is not None:
+            with entry.rng_lock:
+                dyn, new = entry.jitted(arrays, [v._v for v in variables])
+                for i, val in zip(entry.assigned, new):
+                    variables[i]._v = val
+        else:
+            dyn, new = entry.jitted(arrays, [v._v for v in variables])
+            for i, val in zip(entry.assigned, new):
+                variables[i]._v = val
+        if entry.has_effects:
+            jax.effects_barrier()
+        if entry.plain_out:
+            return jax.tree_util.tree_unflatten(entry.out_spec[0], [Tensor(a) for a in dyn])
+        out_tree, static = entry.out_spec
+        it = iter(dyn)
+        outs = [Tensor(next(it)) if s[0] == "T" else next(it) if s[0] == "A" else s[1] for s in static]
+        return _reorder(jax.tree_util.tree_unflatten(out_tree, outs), entry.out_order)
 
     def _run(self, entry: _Entry, arrays: list, var_args: Any) -> Any:
         variables = _vars_for(entry, var_args) if var_args else entry.variables
