@@ -74,3 +74,12 @@ UnauthenticatedError = _make("UnauthenticatedError", "The request lacks valid cr
 class OperatorNotAllowedInGraphError(TypeError):
     """A symbolic tensor was used where Python needs a concrete value (``bool``, ``int``,
     iteration) while a ``tf.function`` was traced, in code autograph did not convert."""
+
+
+def needs_values(exc: BaseException) -> BaseException:
+    """Mark ``exc`` as raised because an op needs its input's values to know its output's shape
+    (``tf.boolean_mask``, ``tf.unique``, a shape argument computed by the step): XLA compiles
+    static shapes only, where TF's graphs have dynamic ones. ``tapejax.function`` then runs that
+    call eagerly (TF's numbers, with one warning) instead of failing. Returns ``exc``."""
+    exc.tapejax_needs_values = True  # type: ignore[attr-defined]
+    return exc

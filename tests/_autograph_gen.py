@@ -43,11 +43,22 @@ class Gen:
             # Only where TF accepts it: both branches return (a return in one branch of a
             # nested tensor `if` is TF's "must also have a return statement" error).
             choices += ["return"]
-        choices += ["var"]
+        choices += ["var", "builtin_cast"]
+        if r.random() < 0.08:
+            # A data-dependent shape: the compiled function runs that call eagerly (one warning).
+            choices.append("data_dependent")
         c = r.choice(choices)
         if c == "var":
             # Variable state inside branches and loops: every assign runs in program order.
             self.emit(ind, r.choice(["acc.assign_add(a * 0.1)", "acc.assign(acc * 0.5 + b)", "a = a + acc * 0.01"]))
+        elif c == "builtin_cast":
+            # int(t) / float(t) of tensors: casts in the converted code, Python numbers eagerly.
+            self.emit(ind, r.choice(["a = a * 0.5 + float(tf.reduce_sum(v)) * 0.1",
+                                     "b = b + float(n) * 0.01",
+                                     "a = a + tf.cast(int(n) % 2, tf.float32) * 0.1"]))
+        elif c == "data_dependent":
+            self.emit(ind, r.choice(["b = b + tf.reduce_sum(tf.boolean_mask(v, v > a)) * 0.1",
+                                     "a = a + tf.cast(tf.size(tf.unique(tf.cast(v * 2.0, tf.int32))[0]), tf.float32) * 0.1"]))
         elif c == "assign":
             self.emit(ind, f"{r.choice('ab')} = {r.choice(EXPRS)}")
         elif c == "if":
@@ -81,7 +92,8 @@ class Gen:
             self.block(ind + 1, depth + 1, True, False)
         elif c == "for_py":
             p = self.fresh("p")
-            self.emit(ind, f"for {p} in range({r.randint(1, 3)}):")
+            bound = r.choice([str(r.randint(1, 3)), str(r.randint(1, 3)), "int(n)"])
+            self.emit(ind, f"for {p} in range({bound}):")
             self.block(ind + 1, depth + 1, True, False)
         elif c == "break":
             self.emit(ind, f"if {r.choice(CONDS)}:")

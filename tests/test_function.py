@@ -357,3 +357,70 @@ def test_tensor_range_loop_condition_is_one_compare():
     assert len(whiles) == 2
     for e in whiles:
         assert [q.primitive.name for q in e.params["cond_jaxpr"].jaxpr.eqns if q.primitive.name == "cond"] == []
+
+
+def test_data_dependent_shape_runs_the_call_eagerly_with_one_warning_at_the_line():
+    import warnings
+
+    v = tf.Variable([1.0, -2.0, 3.0])
+    printed = []
+
+    @tf.function
+    def step(x):
+        printed.append(1)
+        kept = tf.boolean_mask(v * x, v > 0)  # the line the warning names
+        v.assign_add(tf.ones_like(v))
+        return tf.reduce_sum(kept)
+
+    line = step.python_function.__code__.co_firstlineno + 3
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        got = [float(step(tf.constant(2.0))) for _ in range(3)]
+    # Eagerly: [1, 3] * 2; then v = [2, -1, 4] -> [2, 4] * 2; then [3, 0, 5] -> [3, 5] * 2.
+    assert got == [8.0, 12.0, 16.0]
+    assert v.numpy().tolist() == [4.0, 1.0, 6.0]  # the failed trace assigned nothing
+    fell = [w for w in rec if issubclass(w.category, tf.autograph.AutoGraphWarning)]
+    assert len(fell) == 1 and fell[0].filename == __file__ and fell[0].lineno == line
+    assert "boolean_mask" in str(fell[0].message) and "eagerly" in str(fell[0].message)
+    # The Python body ran at the failed trace, then every call (eager): documented.
+    assert len(printed) == 4
+    # Under a tape: the eager call's ops are recorded, so the gradient is eager's.
+    x = tf.constant(2.0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = step(x)
+    assert float(t.gradient(y, x)) == float(tf.reduce_sum(tf.boolean_mask(v - 1.0, v - 1.0 > 0)))
+    # A traced concrete function cannot run eagerly: the op's TypeError.
+    with pytest.raises(TypeError, match="boolean_mask"):
+        tf.function(lambda x: tf.boolean_mask(x, x > 0)).get_concrete_function(tf.TensorSpec([3], tf.float32))
+
+
+def test_int_and_float_of_tensors_in_converted_code_are_casts():
+    @tf.function
+    def f(x, n):
+        total = x * 0.0
+        for i in range(int(n)):  # a tensor loop: int(n) is a tensor inside the function
+            total += float(i)
+        return total, float(n), int(x)
+
+    total, fn, ix = f(tf.constant(2.7), tf.constant(4))
+    assert float(total) == 6.0 and fn.dtype == tf.float32 and float(fn) == 4.0
+    assert ix.dtype == tf.int32 and int(ix) == 2
+    assert f.experimental_get_tracing_count() == 1
+    int_ = int  # another name: no conversion (and the same numbers eagerly)
+    assert int_(tf.constant(3)) == 3
+
+
+def test_tensor_kept_from_a_loop_body_raises_tfs_error():
+    @tf.function
+    def f(n):
+        kept = []
+        i = tf.constant(0)
+        while i < n:
+            kept.append(i)
+            i += 1
+        return tf.stack(kept)
+
+    with pytest.raises(ValueError, match="loop variable|TensorArray") as e:
+        f(tf.constant(3))
+    assert type(e.value).__name__ == "InaccessibleTensorError"

@@ -49,7 +49,7 @@ def _ints(v: Any, what: str) -> tuple:
     if _is_t(v):
         c = _concrete(v)
         if c is None:
-            raise TypeError(f"{what} must be concrete (a Python list or an eager tensor), not a traced tensor.")
+            raise errors.needs_values(TypeError(f"{what} must be concrete (a Python list or an eager tensor), not a traced tensor."))
         v = c
     if isinstance(v, TensorShape):
         return tuple(-1 if d is None else int(d) for d in v)
@@ -64,7 +64,7 @@ def _int(v: Any, what: str = "argument") -> int:
     if _is_t(v):
         c = _concrete(v)
         if c is None:
-            raise TypeError(f"{what} must be concrete, not a traced tensor.")
+            raise errors.needs_values(TypeError(f"{what} must be concrete, not a traced tensor."))
         return int(c)
     return int(v)
 
@@ -1043,7 +1043,7 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
     if x is None:
         cv = _concrete(c)
         if cv is None:
-            raise TypeError("tf.where(condition) has a data-dependent shape and needs a concrete condition.")
+            raise errors.needs_values(TypeError("tf.where(condition) has a data-dependent shape and needs a concrete condition."))
         d = np.int64 if jax.config.jax_enable_x64 else np.int32
         return Tensor(jnp.asarray(np.argwhere(cv).astype(d)))
     xv, yv = same_dtype("SelectV2", x, y)
@@ -1083,7 +1083,7 @@ def boolean_mask(tensor: Any, mask: Any, axis: Any = None, name: str = "boolean_
     m = mask if _is_t(mask) else convert_to_tensor(mask, dtype="bool")
     mv = _concrete(m)
     if mv is None:
-        raise TypeError("tf.boolean_mask has a data-dependent shape and needs a concrete mask (not a traced tensor).")
+        raise errors.needs_values(TypeError("tf.boolean_mask has a data-dependent shape and needs a concrete mask (not a traced tensor)."))
     if mv.dtype != np.bool_:
         raise TypeError(f"mask must be a bool tensor, got {from_np(mv.dtype).name}")
     k = mv.ndim
@@ -1112,8 +1112,11 @@ def unique(x: Any, out_idx: Any = "int32", name: str | None = None) -> Unique:
     """
     t = _as_t(x)
     c = _concrete(t)
-    if c is None or c.ndim != 1:
-        raise errors.InvalidArgumentError("unique expects a concrete 1-D vector.")
+    if c is None:
+        raise errors.needs_values(TypeError("tf.unique has a data-dependent shape and needs a concrete input, not a "
+                                            "traced tensor."))
+    if c.ndim != 1:
+        raise errors.InvalidArgumentError("unique expects a 1-D vector.")
     _, first, inv = np.unique(c, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     rank_of = np.empty_like(order)

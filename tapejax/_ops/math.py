@@ -121,7 +121,7 @@ def _static_int(v: Any) -> int:
     if _is_t(v):
         c = _concrete(v)
         if c is None:
-            raise TypeError("This argument must be concrete (a Python int or an eager tensor).")
+            raise errors.needs_values(TypeError("This argument must be concrete (a Python int or an eager tensor)."))
         return int(c)
     return int(v)
 
@@ -350,8 +350,9 @@ def _segment(kind: str, sorted_ids: bool) -> Any:
             if len(ish) != 1:
                 raise errors.InvalidArgumentError(f"{opname}: segment_ids should be a vector.")
             if idv is None:
-                raise TypeError(f"tf.math.segment_{kind} needs concrete segment_ids (it derives the number of segments "
-                                f"from them); use tf.math.unsorted_segment_{kind} with num_segments inside a traced function.")
+                raise errors.needs_values(TypeError(
+                    f"tf.math.segment_{kind} needs concrete segment_ids (it derives the number of segments from them); "
+                    f"use tf.math.unsorted_segment_{kind} with num_segments inside a traced function."))
             if idv.size and (np.any(np.diff(idv) < 0) or idv[0] < 0):
                 raise errors.InvalidArgumentError("segment ids are not increasing" if np.any(np.diff(idv) < 0)
                                                   else f"segment id {idv[0]} out of range [Op:{opname}]")

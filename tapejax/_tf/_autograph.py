@@ -362,6 +362,17 @@ class _TensorRange:
         return EXPORTS["range"](self.start, self.limit, self.delta, dtype=self.dtype)
 
 
+def cast_builtin(func: Callable, x: Any) -> Any:
+    """``int(x)`` / ``float(x)`` in converted code: of a tensor inside a trace, TF's autograph
+    gives ``tf.cast(x, tf.int32)`` / ``tf.cast(x, tf.float32)`` (its value is not known yet);
+    anything else (or another function named ``int``) is the plain call."""
+    if (func is builtins.int or func is builtins.float) and _tracing() and _is_tensor(x):
+        from .._ops._machinery import EXPORTS
+
+        return EXPORTS["cast"](x, "int32" if func is builtins.int else "float32")
+    return func(x)
+
+
 def range_(func: Callable, *args: Any, **kwargs: Any) -> Any:
     """``for i in tf.range(n)`` / ``range(n)`` with a tensor ``n`` inside a trace: a tensor loop."""
     from .._ops._machinery import EXPORTS
@@ -1212,6 +1223,10 @@ class _ExprConverter(ast.NodeTransformer):
         f = node.func
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "ag__":
             return node
+        if (isinstance(f, ast.Name) and f.id in ("int", "float") and len(node.args) == 1 and not node.keywords
+                and not isinstance(node.args[0], ast.Starred)):
+            # TF's autograph: int(t) / float(t) of a tensor inside a function is a cast.
+            return ast.copy_location(_call(_ag("cast_builtin"), [f, node.args[0]]), node)
         if isinstance(f, ast.Name) and f.id in ("super", "locals", "globals", "vars", "eval", "exec", "print",
                                                   "isinstance", "len", "range", "enumerate", "zip", "getattr",
                                                   "setattr", "hasattr", "type", "int", "float", "bool", "list",

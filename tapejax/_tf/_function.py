@@ -135,6 +135,32 @@ _SINGLETON = (
 # --- capturing variables while a trace runs ---------------------------------------------------------
 
 
+_LEAKED = (
+    "tf.function {name!r}: a tensor defined inside a tf.while_loop or tf.cond body (which AutoGraph makes of a "
+    "loop or `if` on tensors) is used outside that body, where it cannot be accessed: it was kept in a Python "
+    "object (a list appended to in the loop, an attribute). Carry it as a loop variable, or collect "
+    "per-iteration values in a tf.TensorArray."
+)
+
+
+def _leaked(x: Any) -> bool:
+    # A tracer of a finished trace (a loop or branch body's), not of one still running (an
+    # enclosing jax.jit's, which a closed-over tensor may legitimately belong to).
+    if not isinstance(x, _jcore.Tracer):
+        return False
+    t = getattr(x, "_trace", None)
+    live = _jcore.trace_ctx.trace
+    while live is not None:
+        if live is t:
+            return False
+        live = getattr(live, "parent_trace", None)
+    return True
+
+
+class InaccessibleTensorError(ValueError):
+    """TF's error for a tensor used outside the graph (loop or branch body) that made it."""
+
+
 class _CreatedInBody(Exception):
     """A variable was created inside a control-flow body during the first trace."""
 
@@ -239,23 +265,34 @@ def _in_user_code(e: BaseException) -> None:
             e.args = (where + f"{type(e).__name__}: " + e.args[0],)
 
 
-def _graph_error(e: BaseException) -> errors.OperatorNotAllowedInGraphError:
-    what = {jax.errors.TracerBoolConversionError: "as a Python `bool`",
-            jax.errors.TracerIntegerConversionError: "as a Python `int` or index",
-            jax.errors.TracerArrayConversionError: "as a NumPy array"}.get(type(e), "as a Python value")
+def _graph_error(e: BaseException) -> Exception:
+    """TF's exception for a traced tensor used as a Python value, by what Python wanted of it:
+    a ``bool`` is TF's OperatorNotAllowedInGraphError; an ``int``/``float``/index is Python's own
+    TypeError (a graph tensor has no ``__index__``/``__float__``); a NumPy array is TF's
+    NotImplementedError (``Cannot convert a symbolic tf.Tensor ... to a numpy array``)."""
+    what = {jax.errors.TracerBoolConversionError: "bool",
+            jax.errors.TracerIntegerConversionError: "int",
+            jax.errors.TracerArrayConversionError: "array"}.get(type(e), "value")
     for fr in traceback.extract_tb(e.__traceback__):
         if fr.name in ("_t_bool", "__bool__"):
-            what = "as a Python `bool`"
-        elif fr.name in ("_t_index", "__index__", "__int__", "<lambda>") and what == "as a NumPy array":
-            what = "as a Python `int` or `float`"
+            what = "bool"
+        elif fr.name in ("_t_index", "__index__", "__int__", "<lambda>") and what in ("array", "value"):
+            what = "int"
     where = _where(user_frame(e.__traceback__))
-    return errors.OperatorNotAllowedInGraphError(
-        where + ("OperatorNotAllowedInGraphError: " if where else "")
-        + f"Using a symbolic `tf.Tensor` {what} is not allowed: inside a tf.function its value is not known "
-        "while the function is traced. AutoGraph converts `if`/`while`/`for` on tensors in the decorated "
-        "function (and in functions it calls); write other uses with tf.cond / tf.where, or compute the "
-        "Python value outside the function."
-    )
+    later = ("inside a tf.function its value is not known while the function is traced. AutoGraph converts "
+             "`if`/`while`/`for` on tensors in the decorated function (and in functions it calls); write other "
+             "uses with tf.cond / tf.where / tf.cast, or compute the Python value outside the function.")
+    if what == "int":
+        cls: type = TypeError
+        text = f"Using a symbolic `tf.Tensor` as a Python `int`, `float` or index is not allowed (TF: '... not SymbolicTensor'): {later}"
+    elif what == "array":
+        cls = NotImplementedError
+        text = ("Cannot convert a symbolic tf.Tensor to a numpy array. This error may indicate that you're trying to "
+                f"pass a Tensor to a NumPy call, which is not supported: {later}")
+    else:
+        cls = errors.OperatorNotAllowedInGraphError
+        text = f"Using a symbolic `tf.Tensor` as a Python `{what}` is not allowed: {later}"
+    return cls(where + (f"{cls.__name__}: " if where else "") + text)
 
 
 class Function:
@@ -475,11 +512,8 @@ class Function:
                 entry.spec_args = (tuple(_spec_of(a) for a in args), {k: _spec_of(v) for k, v in kwargs.items()})
                 try:
                     self._trace(entry, key, leaves, treedef, arrays)
-                except errors.OperatorNotAllowedInGraphError as e:
-                    # Only where autograph could not convert the code that failed (no source,
-                    # a lambda); elsewhere TF raises the same error.
-                    if (not self.autograph or any(isinstance(a, jax.ShapeDtypeStruct) for a in arrays)
-                            or not _autograph.unconverted_in(getattr(e, "_tapejax_tb", None))):
+                except Exception as e:
+                    if not self._eager_answers(e, arrays):
                         raise
                     self._fall_back(entry, e)
                 else:
@@ -488,16 +522,38 @@ class Function:
                     entry.arg_slots = [pos.get(v._uid) for v in var_args]
         return entry, arrays, var_args
 
-    def _fall_back(self, entry: _Entry, e: Exception) -> None:
-        # Code autograph could not convert (no source, a construct it does not handle):
-        # this call signature runs eagerly, op by op, which gives TF's numbers.
+    def _eager_answers(self, e: BaseException, arrays: list) -> bool:
+        """Whether a trace that raised ``e`` should run eagerly instead: where TF's graph gives an
+        answer that one XLA program cannot (and never for a traced ``get_concrete_function``)."""
+        if any(isinstance(a, jax.ShapeDtypeStruct) for a in arrays):
+            return False
+        if getattr(e, "tapejax_needs_values", False):
+            # An op whose output shape depends on values (tf.boolean_mask, tf.unique, a shape
+            # computed by the step): TF's graphs have dynamic shapes, XLA's programs do not.
+            return True
+        # A tensor used as a Python value where autograph could not convert the code (no source,
+        # code built by exec); in converted code TF raises the same error, and so does tapejax.
+        return (self.autograph and getattr(e, "_tapejax_tb", None) is not None
+                and _autograph.unconverted_in(e._tapejax_tb))
+
+    def _fall_back(self, entry: _Entry, e: BaseException) -> None:
+        # This call signature runs eagerly, op by op, which gives TF's numbers.
         entry.eager = True
-        if not self._warned:
-            self._warned = True
-            warnings.warn(
-                f"tf.function {self._name!r} could not be traced into one program, so it runs eagerly (Python, op "
-                f"by op: same numbers, slower, and Python side effects run on every call). {e}",
-                _autograph.AutoGraphWarning, stacklevel=4)
+        if self._warned:
+            return
+        self._warned = True
+        fr = user_frame(getattr(e, "_tapejax_tb", None) or e.__traceback__)
+        first = str(e).strip().splitlines()[-1].strip() if str(e).strip() else type(e).__name__
+        where = f"line {fr.lineno} of {fr.filename} ({fr.line}): " if fr is not None else ""
+        msg = (f"tf.function {self._name!r} could not be traced into one XLA program ({where}{first}), so it "
+               "runs eagerly, op by op, from now on: TF's numbers, slower, and Python side effects (print, "
+               "appends) run on every call instead of once at trace time.")
+        category = _autograph.AutoGraphWarning
+        if fr is not None:
+            # Reported at the user's line, as Python reports a warning raised there.
+            warnings.warn_explicit(msg, category, fr.filename, fr.lineno or 0)
+        else:
+            warnings.warn(msg, category, stacklevel=4)
 
     def get_concrete_function(self, *args: Any, **kwargs: Any) -> ConcreteFunction:
         """The traced program for these arguments (tensors or ``TensorSpec``s), TF's method.
@@ -614,9 +670,17 @@ class Function:
             err = _graph_error(e)
             err._tapejax_tb = e.__traceback__
             raise err from None
+        except jax.errors.UnexpectedTracerError as e:
+            # A tensor made inside a converted loop or branch body, kept in a Python object (a
+            # list appended to in a tf.while_loop) and used outside it: TF's graph error.
+            where = _where(user_frame(e.__traceback__))
+            raise InaccessibleTensorError(where + ("InaccessibleTensorError: " if where else "")
+                                          + _LEAKED.format(name=self._name)) from None
         except Exception as e:
             _in_user_code(e)
             raise
+        if any(_leaked(c) for c in closed.consts):
+            raise InaccessibleTensorError(_LEAKED.format(name=self._name))
         return closed, cap, side["out"]
 
     def _trace(self, entry: _Entry, key: Any, leaves: list, treedef: Any, arrays: list) -> None:

@@ -813,6 +813,116 @@ def test_autograph_snippet_matches_tf(snippet, real_tf, capfd):
     assert got == want
 
 
+# --- what one XLA program cannot do: TF's answer (eager fallback) or TF's exception ---------------
+
+DD_CASES: list = []
+
+
+def dd(fn):
+    DD_CASES.append(fn)
+    return fn
+
+
+@dd
+def int_and_float_of_a_tensor_are_casts(tf):
+    # TF's autograph turns int(t) / float(t) into casts; range(int(n)) is then a tensor loop.
+    @tf.function
+    def f(x, n):
+        y = x * float(x)
+        for _ in range(int(n)):
+            y = y + 1.0
+        return y, float(n), int(x * 2.5)
+
+    return f(tf.constant(2.0), tf.constant(3))
+
+
+@dd
+def boolean_mask_unique_where_give_tfs_values(tf):
+    # Data-dependent shapes: TF's graph computes them; tapejax runs the call eagerly (one warning).
+    import warnings
+
+    @tf.function
+    def f(x):
+        m = tf.boolean_mask(x, x > 0)
+        u = tf.unique(tf.cast(tf.round(x), tf.int32))[0]
+        return m * 2.0, u, tf.cast(tf.where(x > 0), tf.int32)  # int64 in TF: x64 (differences.md)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [f(tf.constant([1.0, -1.0, 2.0, 1.2])), f(tf.constant([-3.0, 5.0, 5.0, -3.0]))]
+
+
+@dd
+def data_dependent_shape_with_variables_and_tape(tf):
+    import warnings
+
+    v = tf.Variable([1.0, -2.0, 3.0])
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as t:
+            kept = tf.boolean_mask(v * x, v > 0)
+            loss = tf.reduce_sum(kept ** 2)
+        g = t.gradient(loss, v)
+        v.assign_sub(0.1 * g)
+        return loss, g
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [step(tf.constant(2.0)), step(tf.constant(1.0)), v]
+
+
+@dd
+def tensor_as_a_list_index_raises_type_error(tf):
+    table = [10.0, 20.0, 30.0]
+
+    @tf.function
+    def f(i):
+        return table[i]
+
+    return f(tf.constant(1))
+
+
+@dd
+def tensor_formatted_as_a_float_raises_type_error(tf):
+    @tf.function
+    def f(x):
+        s = "%f" % x  # noqa: F841, UP031  (the conversion is the point)
+        return x
+
+    return f(tf.constant(1.0))
+
+
+@dd
+def numpy_call_on_a_tensor_raises_not_implemented(tf):
+    @tf.function
+    def f(x):
+        return x + np.sum(x)
+
+    return f(tf.constant(2.0))
+
+
+@dd
+def tensor_kept_from_a_loop_body_is_inaccessible(tf):
+    @tf.function
+    def f(n):
+        kept = []
+        i = tf.constant(0)
+        while i < n:
+            kept.append(i)
+            i += 1
+        return tf.stack(kept)
+
+    return f(tf.constant(3))
+
+
+@pytest.mark.parametrize("snippet", DD_CASES, ids=[c.__name__ for c in DD_CASES])
+def test_untraceable_snippet_matches_tf(snippet, real_tf, capfd):
+    want = outcome(snippet, real_tf, capfd)
+    got = outcome(snippet, tapejax, capfd)
+    assert got == want
+
+
 # --- concrete functions, signatures, flags ----------------------------------------------------
 
 API_CASES: list = []
