@@ -43,7 +43,7 @@ class Gen:
             # Only where TF accepts it: both branches return (a return in one branch of a
             # nested tensor `if` is TF's "must also have a return statement" error).
             choices += ["return"]
-        choices += ["var", "builtin_cast"]
+        choices += ["var", "builtin_cast", "check"]
         if r.random() < 0.08:
             # A data-dependent shape: the compiled function runs that call eagerly (one warning).
             choices.append("data_dependent")
@@ -51,6 +51,13 @@ class Gen:
         if c == "var":
             # Variable state inside branches and loops: every assign runs in program order.
             self.emit(ind, r.choice(["acc.assign_add(a * 0.1)", "acc.assign(acc * 0.5 + b)", "a = a + acc * 0.01"]))
+        elif c == "check":
+            # tf.debugging checks: a failure raises InvalidArgumentError eagerly, and when the
+            # compiled call returns (TF's graph raises when it runs the check).
+            self.emit(ind, r.choice(["tf.debugging.check_numerics(tf.math.log(a + 1.5), 'log of a')",
+                                     "tf.debugging.assert_less(a, 2.5, message='a too big')",
+                                     "tf.debugging.assert_greater(b, -4.0)",
+                                     "tf.debugging.check_numerics(b * 1e38 * 1e38, 'b overflows')"]))
         elif c == "builtin_cast":
             # int(t) / float(t) of tensors: casts in the converted code, Python numbers eagerly.
             self.emit(ind, r.choice(["a = a * 0.5 + float(tf.reduce_sum(v)) * 0.1",

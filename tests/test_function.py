@@ -424,3 +424,50 @@ def test_tensor_kept_from_a_loop_body_raises_tfs_error():
     with pytest.raises(ValueError, match="loop variable|TensorArray") as e:
         f(tf.constant(3))
     assert type(e.value).__name__ == "InaccessibleTensorError"
+
+
+def test_debugging_checks_raise_when_the_compiled_call_runs():
+    v = tf.Variable(0.0)
+
+    @tf.function
+    def f(x):
+        v.assign_add(1.0)
+        y = tf.debugging.check_numerics(tf.math.log(x), "log of x")
+        return tf.cond(y > 0.0, lambda: tf.debugging.check_numerics(y * 1e38 * 1e38, "big"), lambda: y)
+
+    assert float(f(tf.constant(1.0))) == 0.0
+    with pytest.raises(tf.errors.InvalidArgumentError, match="log of x : Tensor had NaN values"):
+        f(tf.constant(-1.0))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="big : Tensor had Inf values"):
+        f(tf.constant(3.0))  # a check inside a tf.cond branch
+    assert float(f(tf.constant(1.0))) == 0.0  # no report left over from the failed calls
+    assert float(v) == 4.0  # as TF: the failed calls' assigns ran
+    assert f.experimental_get_tracing_count() == 1
+    # Under a tape the call is one recorded op: the check runs (once) with it.
+    x = tf.constant(-2.0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="NaN"):
+            f(x)
+
+    @tf.function
+    def g(x, y):
+        tf.debugging.assert_less(x, y, message="x must stay below y")
+        return x
+
+    g(tf.constant([1, 2]), tf.constant([3, 3]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"x must stay below y.*\[x = \] \[1 4\]"):
+        g(tf.constant([1, 4]), tf.constant([3, 3]))
+
+
+def test_checks_in_jax_jit_of_tapejax_code_are_not_reported_later():
+    # A jax.jit of tapejax code (no tapejax.function) has no check (as before); nothing it ran
+    # may surface in a later function call.
+    import jax
+
+    @jax.jit
+    def j(x):
+        return tf.debugging.check_numerics(tf.math.log(tf.constant(1.0) * x), "jit")._value
+
+    assert np.isnan(float(j(-1.0)))
+    assert float(tf.function(lambda x: x + 1.0)(tf.constant(1.0))) == 2.0

@@ -3,20 +3,77 @@
 Checks run on concrete values and raise TF's exception types: a failed value
 condition is ``InvalidArgumentError``, a static shape or rank mismatch is
 ``ValueError``, a wrong dtype is ``TypeError``. Inside a traced
-``tapejax.function`` the values are unknown and value checks are skipped.
+``tapejax.function`` the values are unknown at trace time: a value check becomes
+part of the program (a host callback under ``lax.cond``, run only when the check
+fails), and the function raises TF's ``InvalidArgumentError`` when the call
+returns, as TF's graph does when the call runs.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .. import errors
+from .._core import _recorder as _core
 from .._core._recorder import Tensor, bind
 from ._dtypes import as_dtype, from_np
 from ._machinery import FLOAT, INT, NUMERIC, PRIMS, _as_t, _concrete, _dt, _export, _is_t, check_dtype, same_dtype
 from ._tensor import TensorShape
+
+
+# Checks that failed inside compiled programs, by the trace token of the tapejax.function whose
+# program ran them (``tracing[0].check_token``); the function takes them after each call.
+_FAILURES: dict = {}
+_FAIL_LOCK = threading.Lock()
+
+
+def _check_traced(bad: Any, message: Callable[..., str], *data: Any) -> bool:
+    """Inside a ``tapejax.function`` trace: make the program report ``message(*data)`` when
+    ``bad`` (a traced bool scalar) holds at run time. False where no function is traced (a
+    ``jax.jit`` of tapejax code): nobody would read the report, so there is no check."""
+    tracing = _core.state.tracing
+    token = getattr(tracing[0], "check_token", None) if tracing else None
+    if token is None:
+        return False
+
+    def report(flag: Any, *vals: Any) -> None:
+        # ``flag`` again: under vmap the cond becomes a select and this runs either way.
+        if bool(np.any(np.asarray(flag))):
+            text = message(*[np.asarray(v) for v in vals])
+            with _FAIL_LOCK:
+                _FAILURES.setdefault(token, []).append(text)
+
+    def fire(flag: Any, *d: Any) -> None:
+        jax.debug.callback(report, flag, *d)
+
+    lax.cond(jnp.reshape(bad, ()), fire, lambda *d: None, bad, *data)
+    return True
+
+
+def take_failures(token: Any) -> list:
+    """The messages of the checks that failed in the calls of the trace ``token`` (and forget them)."""
+    with _FAIL_LOCK:
+        return _FAILURES.pop(token, [])
+
+
+def _tf_show(a: np.ndarray, n: int = 3) -> str:
+    # TF's Assert prints the first ``summarize`` (3) values, floats in shortest form: [1 -2.5].
+    def one(v: Any) -> str:
+        if a.dtype.kind == "f":
+            return np.format_float_positional(v, trim="-")
+        return str(v.item() if hasattr(v, "item") else v)
+
+    if not a.ndim:
+        return one(a)
+    flat = a.reshape(-1)[:n]
+    return "[" + " ".join(one(v) for v in flat) + ("..." if a.size > n else "") + "]"
 
 
 def check_numerics(tensor: Any, message: str, name: str | None = None) -> Tensor:
@@ -39,6 +96,12 @@ def check_numerics(tensor: Any, message: str, name: str | None = None) -> Tensor
             raise errors.InvalidArgumentError(f"{message} : Tensor had NaN values [Op:CheckNumerics]")
         if np.isinf(a).any():
             raise errors.InvalidArgumentError(f"{message} : Tensor had Inf values [Op:CheckNumerics]")
+    else:
+        v = t._value
+        has_nan, has_inf = jnp.any(jnp.isnan(v)), jnp.any(jnp.isinf(v))
+        _check_traced(has_nan | has_inf,
+                      lambda nan, inf: f"{message} : Tensor had {'NaN' if nan else 'Inf'} values",
+                      has_nan, has_inf)
     return bind(PRIMS["identity"], t)
 
 
@@ -97,6 +160,12 @@ def _compare(opname: str, sym: str, fn: Any) -> Any:
         xt, yt = same_dtype(opname, x, y)
         a, b = _concrete(xt), _concrete(yt)
         if a is None or b is None:
+            n = 3 if summarize is None else int(summarize)
+            xv, yv = xt._value, yt._value
+            np.broadcast_shapes(xv.shape, yv.shape)
+            _check_traced(~jnp.all(getattr(jnp, fn.__name__)(xv, yv)), lambda av, bv: (
+                f"assertion failed: [{message or ''}] [Condition x {sym} y did not hold element-wise:] "
+                f"[x = ] {_tf_show(av, n)} [y = ] {_tf_show(bv, n)}"), xv, yv)
             return None
         try:
             np.broadcast_shapes(a.shape, b.shape)
@@ -129,6 +198,10 @@ def _sign_check(sym: str, fn: Any) -> Any:
         t = _as_t(x)
         a = _concrete(t)
         if a is None:
+            n = 3 if summarize is None else int(summarize)
+            _check_traced(~jnp.all(fn(t._value)), lambda av: (
+                f"assertion failed: [{message or ''}] [Condition x {sym} 0 did not hold element-wise:] "
+                f"[x = ] {_tf_show(av, n)}"), t._value)
             return None
         if not np.all(fn(a)):
             _fail(message, f"Condition x {sym} 0 did not hold element-wise:\nx (shape={a.shape} dtype={from_np(_dt(t)).name}) = \n"
@@ -225,6 +298,16 @@ def Assert(condition: Any, data: Any, summarize: Any = None, name: str | None = 
     """
     c = _concrete(condition) if _is_t(condition) else np.asarray(condition)
     if c is None:
+        n = 3 if summarize is None else int(summarize)
+        shown = [d._value if _is_t(d) else d for d in data]
+        arrays = [v for v in shown if isinstance(v, jax.Array)]
+        texts = [None if isinstance(v, jax.Array) else str(v) for v in shown]
+
+        def msg(*vals: Any) -> str:
+            it = iter(vals)
+            return "assertion failed: " + " ".join(f"[{t}]" if t is not None else _tf_show(next(it), n) for t in texts)
+
+        _check_traced(~jnp.all(condition._value), msg, *arrays)
         return None
     if not bool(np.all(c)):
         shown = ", ".join(str(_concrete(d) if _is_t(d) else d) for d in data)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import os
 import threading
 import traceback
@@ -48,6 +49,7 @@ from .. import config as _config
 from .. import errors
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
+from .._ops import debugging as _debugging
 from .._ops import random as _random_ops
 from .._ops._dtypes import as_dtype
 from .._ops._tensor import TensorShape, convert_to_tensor
@@ -161,6 +163,9 @@ class InaccessibleTensorError(ValueError):
     """TF's error for a tensor used outside the graph (loop or branch body) that made it."""
 
 
+_CHECK_TOKENS = itertools.count(1)
+
+
 class _CreatedInBody(Exception):
     """A variable was created inside a control-flow body during the first trace."""
 
@@ -182,6 +187,8 @@ class _Capture:
         self.new_vars: list[VariableBase] = []
         self.created_init: list[Any] = []
         self._seen: set[int] = set()
+        # Names this trace's reports of failed tf.debugging checks (_ops/debugging.py).
+        self.check_token = next(_CHECK_TOKENS)
 
     def read(self, var: VariableBase) -> None:
         uid = var._uid
@@ -241,6 +248,7 @@ class _Entry:
         self.out_order: Any = None
         self.plain_out = False
         self.rng_lock: Any = None
+        self.check_token: Any = None
 
 
 _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
@@ -496,7 +504,7 @@ class Function:
                 _core.touch_variable(var)
                 var._value = t._value
         if entry.has_effects:
-            jax.effects_barrier()
+            _after_effects(entry)
         out_tree, static = entry.out_spec
         it = iter(outs[:n_dyn])
         res = [next(it) if s[0] == "T" else next(it)._value if s[0] == "A" else s[1] for s in static]
@@ -741,6 +749,7 @@ class Function:
         entry.out_spec = out_spec
         entry.out_order = getattr(cap, "out_order", None)
         entry.has_effects = bool(closed.jaxpr.effects)
+        entry.check_token = cap.check_token
         # For the fast call path: every output a tensor, no dict order to restore; the lock a
         # call holds when it advances the random-key state (see _state_lock).
         entry.plain_out = entry.out_order is None and all(s[0] == "T" for s in out_spec[1])
@@ -786,7 +795,7 @@ class Function:
             for i, val in zip(entry.assigned, new):
                 variables[i]._v = val
         if entry.has_effects:
-            jax.effects_barrier()
+            _after_effects(entry)
         if entry.plain_out:
             return jax.tree_util.tree_unflatten(entry.out_spec[0], [Tensor(a) for a in dyn])
         out_tree, static = entry.out_spec
@@ -801,12 +810,21 @@ class Function:
             for i, val in zip(entry.assigned, new):
                 variables[i]._value = val
         if entry.has_effects:
-            # tf.print is synchronous in TF: its lines are out before the call returns.
-            jax.effects_barrier()
+            _after_effects(entry)
         out_tree, static = entry.out_spec
         it = iter(dyn)
         outs = [Tensor(next(it)) if s[0] == "T" else next(it) if s[0] == "A" else s[1] for s in static]
         return _reorder(jax.tree_util.tree_unflatten(out_tree, outs), getattr(entry, "out_order", None))
+
+
+def _after_effects(entry: _Entry) -> None:
+    # tf.print is synchronous in TF: its lines are out before the call returns. A tf.debugging
+    # check that failed in the program raises now, as TF's call raises when the graph runs it
+    # (TF's assigns around the check have run: the variables keep the program's new values).
+    jax.effects_barrier()
+    failed = _debugging.take_failures(entry.check_token)
+    if failed:
+        raise errors.InvalidArgumentError(f"{failed[0]}\n\t [[in a tf.function]]")
 
 
 # A compiled call reads its variables, runs, and writes the new values back. For the random-key

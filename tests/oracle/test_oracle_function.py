@@ -916,6 +916,48 @@ def tensor_kept_from_a_loop_body_is_inaccessible(tf):
     return f(tf.constant(3))
 
 
+@dd
+def checks_inside_a_function_raise_when_the_call_runs(tf):
+    # TF's graph runs CheckNumerics / Assert with the call: InvalidArgumentError then (a traced
+    # value is not known at trace time), and the call's assigns have run.
+    v = tf.Variable(0.0)
+
+    @tf.function
+    def f(x):
+        v.assign_add(1.0)
+        y = tf.debugging.check_numerics(tf.math.log(x), "lg")
+        v.assign_add(10.0)
+        return y
+
+    @tf.function
+    def g(x, y):
+        tf.debugging.assert_equal(x, y, message="mine")
+        tf.debugging.assert_positive(x)
+        tf.debugging.Assert(tf.reduce_all(x < 5), [x])
+        return x + y
+
+    @tf.function
+    def h(x):
+        def body(i, s):
+            tf.debugging.check_numerics(s, "in the loop")
+            return i + 1, s * x
+
+        return tf.while_loop(lambda i, s: i < 3, body, (0, x))[1]
+
+    out = []
+    for fn, args in [(f, (tf.constant(-1.0),)), (f, (tf.constant(1.0),)), (g, (tf.constant([1, 2]), tf.constant([1, 3]))),
+                     (g, (tf.constant([1, 2]), tf.constant([1, 2]))), (g, (tf.constant([-1]), tf.constant([-1]))),
+                     (g, (tf.constant([7]), tf.constant([7]))), (h, (tf.constant(1e30),)), (h, (tf.constant(2.0),))]:
+        try:
+            out.append(fn(*args))
+        except tf.errors.InvalidArgumentError as e:
+            text = str(e)
+            out.append(("InvalidArgumentError", "Tensor had NaN" in text, "Tensor had Inf" in text,
+                        "assertion failed" in text, "mine" in text, "x > 0" in text))
+        out.append(v)
+    return out
+
+
 @pytest.mark.parametrize("snippet", DD_CASES, ids=[c.__name__ for c in DD_CASES])
 def test_untraceable_snippet_matches_tf(snippet, real_tf, capfd):
     want = outcome(snippet, real_tf, capfd)
