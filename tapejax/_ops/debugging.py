@@ -27,7 +27,6 @@ from ._dtypes import as_dtype, from_np
 from ._machinery import FLOAT, INT, NUMERIC, PRIMS, _as_t, _concrete, _dt, _export, _is_t, check_dtype, same_dtype
 from ._tensor import TensorShape
 
-
 # Checks that failed inside compiled programs, by the trace token of the tapejax.function whose
 # program ran them (``tracing[0].check_token``); the function takes them after each call.
 _FAILURES: dict = {}
