@@ -634,7 +634,8 @@ class Function:
         args, kwargs = jax.tree_util.tree_unflatten(treedef, out)
         return args, kwargs
 
-    def _trace_once(self, entry: _Entry, leaves: list, treedef: Any, avals: list, allow_create: bool) -> tuple:
+    def _trace_once(self, entry: _Entry, leaves: list, treedef: Any, avals: list, allow_create: bool,
+                    arrays: list | None = None) -> tuple:
         cap = _Capture(allow_create)
         fn = self._traced_callable()
         side: dict[str, Any] = {}
@@ -665,6 +666,11 @@ class Function:
                         static.append(("P", x))
                 finals = [cap.bound[v._uid] for v in cap.inputs]
                 created_finals = [cap.bound[v._uid] for v in cap.new_vars]
+            except BaseException:
+                # The trace fails (the call may then run eagerly): variables it created hold
+                # traced initial values. Keep the program computing them, run after the trace.
+                side["init"] = _initial_program(cap)
+                raise
             finally:
                 _core.state.tracing.pop()
                 _core.state.bound = saved_bound
@@ -673,7 +679,12 @@ class Function:
             return dyn, finals, created_finals, list(cap.created_init)
 
         try:
-            closed = jax.make_jaxpr(traced)(avals)
+            try:
+                closed = jax.make_jaxpr(traced)(avals)
+            except BaseException:
+                if side.get("init") is not None and arrays is not None:
+                    _initialize_created(cap, side["init"], arrays)
+                raise
         except _TRACER_ERRORS as e:
             err = _graph_error(e)
             err._tapejax_tb = e.__traceback__
@@ -694,7 +705,8 @@ class Function:
     def _trace(self, entry: _Entry, key: Any, leaves: list, treedef: Any, arrays: list) -> None:
         avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]
         try:
-            closed, cap, out_spec = self._trace_once(entry, leaves, treedef, avals, not self._traced_once)
+            concrete = None if any(isinstance(a, jax.ShapeDtypeStruct) for a in arrays) else arrays
+            closed, cap, out_spec = self._trace_once(entry, leaves, treedef, avals, not self._traced_once, concrete)
         except _CreatedInBody:
             if any(isinstance(a, jax.ShapeDtypeStruct) for a in arrays):
                 raise ValueError("get_concrete_function: the function creates a variable inside a tf.cond or "
@@ -882,6 +894,37 @@ class init_scope:
         self._eval.__exit__(*exc)
         st = _core.state
         st.tracing, st.bound, st.recording, st.accumulators, st.order = self._saved
+
+
+def _initial_program(cap: _Capture) -> Any:
+    """Inside a trace that is failing: the jaxpr (and its constants) computing the traced initial
+    values of the variables it created so far, or None when they are all concrete already."""
+    if not any(isinstance(v, _jcore.Tracer) for v in cap.created_init):
+        return None
+    trace = cap.trace
+    outs = [v if isinstance(v, _jcore.Tracer) else trace.to_jaxpr_tracer(v, _siu.current())
+            for v in cap.created_init]
+    try:
+        dbg = trace.frame.debug_info._replace(result_paths=None)
+        return trace.to_jaxpr(outs, dbg, _siu.current())
+    except Exception:  # noqa: BLE001  (a JAX internal that moved: the variables then stay unusable)
+        return None
+
+
+def _initialize_created(cap: _Capture, program: tuple, arrays: list) -> None:
+    """Give the variables a failed trace created their initial values (so that the eager
+    fallback, or the user's next try, finds them initialised, as TF's first call leaves them)."""
+    jaxpr, consts = program
+    jaxpr = _pe.convert_constvars_jaxpr(jaxpr.replace(debug_info=jaxpr.debug_info._replace(
+        arg_names=None, result_paths=None)))
+    pruned, used_in = _pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
+    ins = list(consts) + list(arrays) + [v._v for v in cap.inputs]
+    if len(ins) != len(used_in):
+        return
+    ins = [x for x, u in zip(ins, used_in) if u]
+    vals = _jcore.eval_jaxpr(pruned, (), *ins)
+    for var, val in zip(cap.new_vars, vals):
+        var._v = val
 
 
 def _dict_order(x: Any) -> Any:

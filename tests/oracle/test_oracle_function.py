@@ -917,6 +917,29 @@ def tensor_kept_from_a_loop_body_is_inaccessible(tf):
 
 
 @dd
+def lazy_build_then_data_dependent_shape(tf):
+    # A Keras-style lazy build on the first call, then an op with a data-dependent shape: the
+    # variable keeps the initial value the first call gave it, and the call runs (eagerly).
+    import warnings
+
+    class M(tf.Module):
+        def __init__(self):
+            self.w = None
+
+        @tf.function
+        def __call__(self, x):
+            if self.w is None:
+                self.w = tf.Variable(tf.ones([3]) * 2.0 + x)
+            self.w.assign_add(tf.ones([3]))
+            return tf.reduce_sum(tf.boolean_mask(self.w * x, x > 0))
+
+    m = M()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [m(tf.constant([1.0, -1.0, 2.0])), m(tf.constant([1.0, 1.0, -2.0])), m.w]
+
+
+@dd
 def checks_inside_a_function_raise_when_the_call_runs(tf):
     # TF's graph runs CheckNumerics / Assert with the call: InvalidArgumentError then (a traced
     # value is not known at trace time), and the call's assigns have run.
