@@ -85,6 +85,10 @@ class GradientTape:
         """
         flat, _ = _flatten(tensor)
         if self._tape is None:
+            # TF checks what is watched first: an ndarray gets its ValueError even on a tape never entered.
+            for t in flat:
+                if not isinstance(t, Tensor | VariableBase):
+                    raise self._not_watchable(t)
             # TF fails here with an AttributeError from its internals; say what to do instead.
             raise RuntimeError(
                 "GradientTape.watch() was called on a tape that was never entered (or is spent). Call watch() "
@@ -94,10 +98,7 @@ class GradientTape:
         # One element at a time, as TF: the tensors before a bad element are watched.
         for t in flat:
             if not isinstance(t, Tensor | VariableBase):
-                raise ValueError(
-                    f"Passed in object {t!r} of type {type(t).__name__!r}, not tf.Tensor or tf.Variable. "
-                    "Only tensors and variables can be watched; convert constants with tf.constant(...)."
-                )
+                raise self._not_watchable(t)
             if t._value.dtype not in INEXACT:
                 _log_first_n("The dtype of the watched tensor must be floating (e.g. tf.float32), got %r", 5, from_np(t._value.dtype))
             if not active:
@@ -106,6 +107,13 @@ class GradientTape:
                 self._tape.watch_variable(t)
             else:
                 self._tape.watch_tensor(t)
+
+    @staticmethod
+    def _not_watchable(t: Any) -> ValueError:
+        return ValueError(
+            f"Passed in object {t!r} of type {type(t).__name__!r}, not tf.Tensor or tf.Variable. "
+            "Only tensors and variables can be watched; convert constants with tf.constant(...)."
+        )
 
     def watched_variables(self) -> tuple:
         """The variables watched so far, deduplicated, in the order they were created."""
