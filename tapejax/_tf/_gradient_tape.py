@@ -256,22 +256,32 @@ class GradientTape:
         extra_ids = [i for i, g, u in zip(cot_ids, cot_given, used) if g and u]
         defer = sl.groups and _lazy.can_defer_gradient(sl, extra_ids)
         tier = self._tier(sl, given, extra) if defer else None
-        if not sl.groups:
-            grads: tuple = ()
-        elif defer and tier == "compile":
-            # Lazy mode, a hot slice: the compiled vjp joins the pending program (one fused step).
-            grads = _lazy.deferred_transform(sl, (given,), "vjp", extra, extra_ids)
-        elif _lazy.resolve_slice(sl, extra) or _interpret.interpret_needed(sl, extra_ids) \
-                or (tier or self._tier(sl, given, extra)) == "interpret":
-            # Watched by an outer tape or accumulator, or holding a Python grad_fn:
-            # op by op, each backward op recorded where it is watched (TF's semantics).
-            # Also tier 0 of an eager gradient whose slice is not hot yet (_engine/_tiers).
-            used_t = [t for t, u in zip(targets, used) if u]
-            given_t = [_interpret.handle(i, c) if g else None
-                       for c, i, g, u in zip(cots, cot_ids, cot_given, used) if u]
-            grads = _interpret.gradient(sl, used_t, given_t)
-        else:
-            grads = _replay.run_transform(sl, (given,), "vjp", extra, extra_ids)
+        try:
+            if not sl.groups:
+                grads: tuple = ()
+            elif defer and tier == "compile":
+                # Lazy mode, a hot slice: the compiled vjp joins the pending program (one fused step).
+                grads = _lazy.deferred_transform(sl, (given,), "vjp", extra, extra_ids)
+            elif _lazy.resolve_slice(sl, extra) or _interpret.interpret_needed(sl, extra_ids) \
+                    or (tier or self._tier(sl, given, extra)) == "interpret":
+                # Watched by an outer tape or accumulator, or holding a Python grad_fn:
+                # op by op, each backward op recorded where it is watched (TF's semantics).
+                # Also tier 0 of an eager gradient whose slice is not hot yet (_engine/_tiers).
+                used_t = [t for t, u in zip(targets, used) if u]
+                given_t = [_interpret.handle(i, c) if g else None
+                           for c, i, g, u in zip(cots, cot_ids, cot_given, used) if u]
+                grads = _interpret.gradient(sl, used_t, given_t)
+            else:
+                grads = _replay.run_transform(sl, (given,), "vjp", extra, extra_ids)
+        except ValueError as e:
+            # A lowered tf.while_loop with no static bound inside a tapejax.function recorded as one op:
+            # JAX refuses its reverse mode when the whole function is differentiated. Say what to do, with
+            # the exception class the in-step gradient raises (differences.md, "Control flow inside").
+            if "Reverse-mode differentiation does not work for lax.while_loop" not in str(e):
+                raise
+            from ._control_flow import _unbounded_error
+
+            raise _unbounded_error() from e
         self._end_use()
 
         out = []

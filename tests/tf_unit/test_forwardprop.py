@@ -225,8 +225,8 @@ def test_reenter(tf):
     assert_close(acc.jvp(yy), 6. * -8. * 2.)
 
 
-@pytest.mark.tapejax_xfail(reason="differences.md, 'A ForwardAccumulator holds its tangents until it is "
-                            "exited': the given tangent and the jvp of a deleted tensor stay alive inside the block")
+@pytest.mark.tapejax_xfail(reason="differences.md, 'A `ForwardAccumulator` holds its tangents until it is "
+                            "gone': the given tangent and the jvp of a deleted tensor stay alive inside the block")
 def test_dead_tensors_jvp_cleared(tf):
     x = tf.ones([100])
     x_weak = weakref.ref(x)
@@ -254,6 +254,7 @@ def test_jvp_manual(tf):
     assert_close(tangent, tf.cos(0.1) * 0.2)
 
 
+@pytest.mark.slow
 def test_numeric_higher_order(tf):
     def f(x):
         pointwise = tf.sin(x) * tf.tan(x)
@@ -311,6 +312,7 @@ def test_keras_layers(tf, case):
 _BN_VALUES = {"NonFused": [[0.1], [0.2], [-0.3]], "Fused": [[[[0.1, 2.]]], [[[0.2, -3.]]], [[[-0.3, 4.]]]]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["NonFused", "Fused"])
 def test_batch_norm(tf, case):
     for training in [True, False]:
@@ -336,6 +338,7 @@ def test_batch_norm_layer_param_grads(tf, case):
             assert_close(backward, forward, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_function", [True, False], ids=["Function", "NoFunction"])
 def test_variables_hvp(tf, use_function):
     class _Model(tf.Module):
@@ -442,6 +445,7 @@ def test_function_grad_in_function_pure_forward(tf):
     assert_close(outer_jvp, 3.5 * 2.5 * 1.1 ** 1.5, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_function_grad(tf):
     @tf.function
     def f(x):

@@ -210,6 +210,7 @@ def test_lstm_batch_jacobian(tf):
                  g.batch_jacobian(output, init_c, experimental_use_pfor=False), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_lstm_hessian(tf):
     params = _Params(tf)
     cell = _lstm_cell(tf, params, 2, 2)
