@@ -9,10 +9,11 @@ wrappers ``backprop.gradients_function`` / ``implicit_grad`` / ``make_vjp`` / ``
 TF's C++ refcounts, the asserted values are kept.
 
 Not portable (not counted as tests here), with the reason:
-- testGradientInsideLoop, testZerosCacheDoesntLeakAcrossGraphs, testUnknownShapes: build a v1
-  ``ops.Graph()`` / placeholders / ``Session`` (graph mode).
-- testImplicitGradOverEmbeddingLookup: its oracle is a v1 graph ``Session`` with
-  ``training.GradientDescentOptimizer``.
+- testGradientInsideLoop, testZerosCacheDoesntLeakAcrossGraphs: build v1 ``ops.Graph()``s (their
+  subject is graph construction).
+Kept in TF 2's form: testUnknownShapes (a ``tf.function`` with an unknown-shape ``input_signature``
+instead of a placeholder), testImplicitGradOverEmbeddingLookup (NumPy instead of a v1 ``Session``
+as the reference, the optimizer step written out).
 - testGPU, testGPUImplicitGrad, testTensorCopyGPU2CPU2GPU, testTensorCopyCPU2GPU2CPU: ``run_gpu_only``,
   and ``Tensor.gpu()``/``.cpu()`` are removed from TF 2's public API.
 - testInvalidRecordOperationMessage: ``tape.record_operation`` (private).
@@ -181,6 +182,40 @@ def test_gradients_function_in_custom_gradient(tf):
         return y, grad
 
     assert_close(f(1.0), 2.0)
+
+
+def test_implicit_grad_over_embedding_lookup(tf):
+    # The original compares with a v1 graph Session and training.GradientDescentOptimizer; here the
+    # same numbers come from NumPy, and the optimizer step is its update rule (var -= lr * grad).
+    batch_size, embedding_size, vocab_size, lrn_rate = 8, 512, 1000, 0.1
+    init = _rand((vocab_size, embedding_size), seed=2)
+    x = tf.ones((batch_size,), tf.int32)
+    embedding = tf.Variable(init, dtype=tf.float32, name="embedding")
+
+    def f():
+        return tf.constant(1.0, tf.float32) - tf.nn.embedding_lookup(embedding, x)
+
+    grad = tf.convert_to_tensor(implicit_grad(tf, f)()[0][0])
+    want = np.zeros_like(init)
+    want[1] = -batch_size
+    assert_close(grad, want)
+    embedding.assign_sub(lrn_rate * grad)
+    want = init.copy()
+    want[1] += lrn_rate * batch_size
+    assert_close(embedding.read_value(), want, rtol=1e-6)
+
+
+def test_unknown_shapes(tf):
+    # The original feeds a placeholder of unknown shape through a v1 Session; TF 2's form is a
+    # tf.function whose input_signature has an unknown shape.
+    @tf.function(input_signature=[tf.TensorSpec(None, tf.float32)])
+    def f(a):
+        with tf.GradientTape() as tape:
+            tape.watch(a)
+            b = a ** 3
+        return b, tape.gradient(b, a)
+
+    assert_close(f(tf.constant(2.0)), (8.0, 12.0))
 
 
 def test_implicit_grad_ordering(tf):
