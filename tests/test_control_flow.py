@@ -630,3 +630,28 @@ def test_lowered_cond_traces_true_fn_first():
 
     assert float(f(tf.constant(2.0))) == 2.0
     assert seen == ["true", "false"]
+
+
+def test_unbounded_while_in_function_differentiated_from_outside_raises_unimplemented():
+    """The tape outside, the loop inside a tapejax.function (recorded as one op): JAX refuses the
+    reverse mode of the lowered while_loop; tape.gradient says to set maximum_iterations, with the
+    exception class of the in-step case (compat_docs/differences.md), and with the bound it works."""
+
+    def make(bound):
+        @tf.function
+        def f(x):
+            return tf.while_loop(lambda _, i: i < 2, lambda x, i: (2 * x, i + 1), [x, 0],
+                                 maximum_iterations=bound)[0]
+
+        return f
+
+    x = tf.constant(1.5)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = make(None)(x)
+    with pytest.raises(errors.UnimplementedError, match="maximum_iterations"):
+        t.gradient(y, x)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = make(5)(x)
+    assert float(t.gradient(y, x)) == 4.0

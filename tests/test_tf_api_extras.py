@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tapejax as tf
 
@@ -143,3 +145,36 @@ def test_numpy_function_in_a_step_runs_once_per_call_with_tensorspec_tout():
     assert step(tf.constant([1.0, 2.0])).numpy().tolist() == [2.0, 4.0]
     assert step(tf.constant([3.0, 4.0])).numpy().tolist() == [6.0, 8.0]
     assert [c.tolist() for c in calls] == [[1.0, 2.0], [3.0, 4.0]]  # no shape probe
+
+
+@given(shape=st.lists(st.integers(0, 4), min_size=0, max_size=3))
+@settings(max_examples=40)
+def test_shape_size_rank_range_stay_static_inside_a_compiled_step(shape):
+    """tf.shape/size/rank/range of static values are constants inside tapejax.function (XLA shapes are
+    static; TF folds them): get_static_value sees them, and reshape / range / one_hot that need a
+    concrete value accept them there, with the eager results; also inside tf.vectorized_map."""
+    x = tf.constant(np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape))
+    seen = {}
+
+    def body(x):
+        s, n, r = tf.shape(x), tf.size(x), tf.rank(x)
+        rng = tf.range(n)
+        seen["static"] = [tf.get_static_value(v) for v in (s, n, r, rng)]
+        flat = tf.reshape(x, [-1])
+        return s, n, r, rng, tf.reshape(flat, s), tf.one_hot(0, n), tf.one_hot(rng, tf.size(rng))
+
+    eager = body(x)
+    compiled = tf.function(body)(x)
+    static = seen["static"]
+    size = int(np.prod(shape))
+    assert [np.asarray(v).tolist() for v in static] == [list(shape), size, len(shape), list(range(size))]
+    for e, c in zip(eager, compiled):
+        assert e.shape == c.shape
+        np.testing.assert_array_equal(e.numpy(), c.numpy())
+
+    # A capture's tf.shape/tf.size inside vectorized_map (fn is traced by jax.vmap).
+    p = tf.Variable(tf.ones(shape))
+    out = tf.vectorized_map(lambda i: tf.reshape(tf.cast(i, tf.float32) * tf.ones([size]), tf.shape(p)),
+                            tf.range(2))
+    assert out.shape == tuple([2] + list(shape))
+    np.testing.assert_array_equal(out.numpy(), np.stack([np.zeros(shape), np.ones(shape)]))

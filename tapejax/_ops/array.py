@@ -237,6 +237,11 @@ def range_(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, nam
     if limit is None:
         start, limit = 0, start
     vals = [np.asarray(_concrete(v)) if _is_t(v) else np.asarray(v) for v in (start, limit, delta)]
+    if any(v.dtype == object for v in vals):
+        # XLA needs the length statically: a traced bound (a value computed inside a compiled step) has none.
+        raise TypeError("tf.range inside a compiled step needs concrete start, limit and delta (Python numbers, "
+                        "eager tensors or tf.shape/tf.size values); got a traced tensor. Compute the bound from "
+                        "static shapes, e.g. `x.shape[0]`, or pass it as a Python int.")
     if dtype is None:
         if any(v.dtype.kind == "f" for v in vals):
             f64 = any(v.dtype == np.float64 and isinstance(o, Tensor) for v, o in zip(vals, (start, limit, delta)))
@@ -254,7 +259,7 @@ def range_(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, nam
     if (d > 0 and s > l_) or (d < 0 and s < l_):
         raise errors.InvalidArgumentError(f"Requires start {'<=' if d > 0 else '>='} limit when delta {'>' if d > 0 else '<'} 0: {s}/{l_} "
                                           "[Op:Range]")
-    return Tensor(jnp.arange(s, l_, d, dtype=dt))
+    return _static_tensor(np.arange(s, l_, d, dtype=dt))
 
 
 def one_hot(indices: Any, depth: Any, on_value: Any = None, off_value: Any = None, axis: Any = None, dtype: Any = None,
@@ -672,6 +677,14 @@ def pad(tensor: Any, paddings: Any, mode: str = "CONSTANT", constant_values: Any
     return bind(_pad_p, x, paddings=tuple(map(tuple, p.tolist())), mode=modes[m], value=value)
 
 
+def _static_tensor(value: np.ndarray) -> Tensor:
+    # Shapes are static in XLA, so tf.shape/size/rank are constants even inside a traced step: made under
+    # ensure_compile_time_eval they stay concrete arrays (not tracers), so a later reshape, tf.range or
+    # split that needs a concrete value accepts them, as TF's constant folding of a static shape does.
+    with jax.ensure_compile_time_eval():
+        return Tensor(jnp.asarray(value))
+
+
 def shape(input: Any, out_type: Any = "int32", name: str | None = None) -> Tensor:  # noqa: A002
     """The shape as a 1-D int32 tensor (``tf.shape``; ``.shape`` gives the static ``TensorShape``).
 
@@ -682,7 +695,7 @@ def shape(input: Any, out_type: Any = "int32", name: str | None = None) -> Tenso
     """
     d = as_dtype(out_type)._np
     check_width(d, "out_type")
-    return Tensor(jnp.asarray(np.asarray(_as_t(input)._value.shape, dtype=d)))
+    return _static_tensor(np.asarray(_as_t(input)._value.shape, dtype=d))
 
 
 def shape_n(input: Any, out_type: Any = "int32", name: str | None = None) -> list:  # noqa: A002
@@ -700,7 +713,7 @@ def size(input: Any, out_type: Any = "int32", name: str | None = None) -> Tensor
     """
     d = as_dtype(out_type)._np
     check_width(d, "out_type")
-    return Tensor(jnp.asarray(np.asarray(_as_t(input)._value.size, dtype=d)))
+    return _static_tensor(np.asarray(_as_t(input)._value.size, dtype=d))
 
 
 def rank(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
@@ -711,7 +724,7 @@ def rank(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
         >>> int(tf.rank(tf.ones((2, 3))))
         2
     """
-    return Tensor(jnp.asarray(np.int32(_as_t(input)._value.ndim)))
+    return _static_tensor(np.int32(_as_t(input)._value.ndim))
 
 
 def ensure_shape(x: Any, shape: Any, name: str | None = None) -> Tensor:

@@ -1052,6 +1052,20 @@ class ConcreteFunction:
         return self._outputs
 
     @property
+    def output_dtypes(self) -> Any:
+        """The dtype of each output, in ``structured_outputs``' structure (None stays None), as TF."""
+        return jax.tree_util.tree_map(lambda s: s.dtype if isinstance(s, TensorSpec) else s, self._outputs,
+                                      is_leaf=lambda s: isinstance(s, TensorSpec))
+
+    @property
+    def output_shapes(self) -> Any:
+        """The ``TensorShape`` of each output, in ``structured_outputs``' structure; a None output has
+        ``TensorShape(None)``, as TF."""
+        return jax.tree_util.tree_map(
+            lambda s: s.shape if isinstance(s, TensorSpec) else TensorShape(None) if s is None else s, self._outputs,
+            is_leaf=lambda s: s is None or isinstance(s, TensorSpec))
+
+    @property
     def inputs(self) -> list:
         return [x for x in jax.tree_util.tree_leaves((self._args, self._kwargs)) if isinstance(x, TensorSpec)]
 

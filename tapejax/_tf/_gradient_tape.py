@@ -85,6 +85,10 @@ class GradientTape:
         """
         flat, _ = _flatten(tensor)
         if self._tape is None:
+            # TF checks what is watched first: an ndarray gets its ValueError even on a tape never entered.
+            for t in flat:
+                if not isinstance(t, Tensor | VariableBase):
+                    raise self._not_watchable(t)
             # TF fails here with an AttributeError from its internals; say what to do instead.
             raise RuntimeError(
                 "GradientTape.watch() was called on a tape that was never entered (or is spent). Call watch() "
@@ -94,10 +98,7 @@ class GradientTape:
         # One element at a time, as TF: the tensors before a bad element are watched.
         for t in flat:
             if not isinstance(t, Tensor | VariableBase):
-                raise ValueError(
-                    f"Passed in object {t!r} of type {type(t).__name__!r}, not tf.Tensor or tf.Variable. "
-                    "Only tensors and variables can be watched; convert constants with tf.constant(...)."
-                )
+                raise self._not_watchable(t)
             if t._value.dtype not in INEXACT:
                 _log_first_n("The dtype of the watched tensor must be floating (e.g. tf.float32), got %r", 5, from_np(t._value.dtype))
             if not active:
@@ -106,6 +107,13 @@ class GradientTape:
                 self._tape.watch_variable(t)
             else:
                 self._tape.watch_tensor(t)
+
+    @staticmethod
+    def _not_watchable(t: Any) -> ValueError:
+        return ValueError(
+            f"Passed in object {t!r} of type {type(t).__name__!r}, not tf.Tensor or tf.Variable. "
+            "Only tensors and variables can be watched; convert constants with tf.constant(...)."
+        )
 
     def watched_variables(self) -> tuple:
         """The variables watched so far, deduplicated, in the order they were created."""
@@ -248,22 +256,32 @@ class GradientTape:
         extra_ids = [i for i, g, u in zip(cot_ids, cot_given, used) if g and u]
         defer = sl.groups and _lazy.can_defer_gradient(sl, extra_ids)
         tier = self._tier(sl, given, extra) if defer else None
-        if not sl.groups:
-            grads: tuple = ()
-        elif defer and tier == "compile":
-            # Lazy mode, a hot slice: the compiled vjp joins the pending program (one fused step).
-            grads = _lazy.deferred_transform(sl, (given,), "vjp", extra, extra_ids)
-        elif _lazy.resolve_slice(sl, extra) or _interpret.interpret_needed(sl, extra_ids) \
-                or (tier or self._tier(sl, given, extra)) == "interpret":
-            # Watched by an outer tape or accumulator, or holding a Python grad_fn:
-            # op by op, each backward op recorded where it is watched (TF's semantics).
-            # Also tier 0 of an eager gradient whose slice is not hot yet (_engine/_tiers).
-            used_t = [t for t, u in zip(targets, used) if u]
-            given_t = [_interpret.handle(i, c) if g else None
-                       for c, i, g, u in zip(cots, cot_ids, cot_given, used) if u]
-            grads = _interpret.gradient(sl, used_t, given_t)
-        else:
-            grads = _replay.run_transform(sl, (given,), "vjp", extra, extra_ids)
+        try:
+            if not sl.groups:
+                grads: tuple = ()
+            elif defer and tier == "compile":
+                # Lazy mode, a hot slice: the compiled vjp joins the pending program (one fused step).
+                grads = _lazy.deferred_transform(sl, (given,), "vjp", extra, extra_ids)
+            elif _lazy.resolve_slice(sl, extra) or _interpret.interpret_needed(sl, extra_ids) \
+                    or (tier or self._tier(sl, given, extra)) == "interpret":
+                # Watched by an outer tape or accumulator, or holding a Python grad_fn:
+                # op by op, each backward op recorded where it is watched (TF's semantics).
+                # Also tier 0 of an eager gradient whose slice is not hot yet (_engine/_tiers).
+                used_t = [t for t, u in zip(targets, used) if u]
+                given_t = [_interpret.handle(i, c) if g else None
+                           for c, i, g, u in zip(cots, cot_ids, cot_given, used) if u]
+                grads = _interpret.gradient(sl, used_t, given_t)
+            else:
+                grads = _replay.run_transform(sl, (given,), "vjp", extra, extra_ids)
+        except ValueError as e:
+            # A lowered tf.while_loop with no static bound inside a tapejax.function recorded as one op:
+            # JAX refuses its reverse mode when the whole function is differentiated. Say what to do, with
+            # the exception class the in-step gradient raises (differences.md, "Control flow inside").
+            if "Reverse-mode differentiation does not work for lax.while_loop" not in str(e):
+                raise
+            from ._control_flow import _unbounded_error
+
+            raise _unbounded_error() from e
         self._end_use()
 
         out = []

@@ -1021,6 +1021,16 @@ def concrete_function_signature_and_call(tf):
 
 
 @api
+def concrete_function_output_dtypes_and_shapes(tf):
+    @tf.function
+    def g(x):
+        return (x, {"a": x * 2.0}), None
+
+    cf = g.get_concrete_function(tf.TensorSpec([2], tf.float32))
+    return [repr(cf.output_dtypes), repr(cf.output_shapes)]
+
+
+@api
 def concrete_function_from_tensor_names_params(tf):
     h = tf.function(lambda x: x + 1)
     cf = h.get_concrete_function(tf.constant([1, 2]))
