@@ -28,7 +28,9 @@ pytest_collect_file = Sybil(
 # JAX's own docstrings (jnp examples, run by JAX's tests); __main__ runs the demo on import;
 # the tests' helper modules and the typing program are imported by the tests that use them.
 collect_ignore = ["tapejax/numpy.py", "tapejax/__main__.py"]
-collect_ignore_glob = ["tests/**/_*.py", "tests/_*.py", "tests/typing/*", "tests/api_points.py"]
+# Conftests are plugins, not doctest modules: collecting one as a module imports it a second time
+# under the shared name "conftest", which clashes with the other test directories' conftests.
+collect_ignore_glob = ["tests/*/conftest.py", "tests/**/_*.py", "tests/_*.py", "tests/typing/*", "tests/api_points.py"]
 
 
 @pytest.fixture(autouse=True)
