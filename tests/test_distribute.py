@@ -153,7 +153,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="Cannot parse device"):
         tf.distribute.MirroredStrategy(["not a device"])
     a, b = tf.distribute.OneDeviceStrategy("/cpu:0"), tf.distribute.OneDeviceStrategy("/cpu:0")
-    with a.scope(), pytest.raises(ValueError, match="Mixing different tf.distribute.Strategy"), b.scope():
+    with a.scope(), pytest.raises(RuntimeError, match="Mixing different tf.distribute.Strategy"), b.scope():
         pass
     with pytest.raises(ValueError, match="reduce_op"):
         a.reduce("MAX", tf.constant(1.0), axis=None)

@@ -98,6 +98,17 @@ stacks = _Stacks()
 # Set by tapejax.distribute: the strategy get_strategy() returns outside every scope.
 default_strategy: Any = None
 
+# Called with the innermost strategy in scope (None outside every scope) each time a scope is
+# entered or left. tapejax.keras registers one that keeps Keras's own distribution (which places
+# the variables Keras creates) in step with the tf.distribute scope; injected, not imported.
+scope_listeners: list = []
+
+
+def notify_scope() -> None:
+    s = stacks.strategies[-1] if stacks.strategies else None
+    for listener in scope_listeners:
+        listener(s)
+
 
 def current_strategy() -> Any:
     """The innermost strategy in scope (or of the running replica), else the default strategy."""

@@ -236,6 +236,13 @@ class TapeTrainer:
     def _tapejax_replicas(self) -> Any:
         """The strategy ``fit``/``evaluate``/``predict`` split each batch over, or None for one replica."""
         s = self.distribute_strategy
+        cur = _dctx.stacks.strategies[-1] if _dctx.stacks.strategies else None
+        if cur is not None and s is not cur:
+            # TF's Keras: a model is trained by the strategy it was created under.
+            raise RuntimeError(
+                f"Mixing different tf.distribute.Strategy objects: {cur} is not {s}. Train the model outside any "
+                "scope or under the scope of the strategy it was created under (model.distribute_strategy)."
+            )
         if s is None or s is _dctx.default_strategy or int(s.num_replicas_in_sync) < 2:
             return None
         return s
