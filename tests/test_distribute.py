@@ -162,6 +162,46 @@ def test_bad_input():
         ctx.get_per_replica_batch_size(8)
 
 
+def test_mixing_strategies_is_tf_runtime_error():
+    a, b = tf.distribute.OneDeviceStrategy("/cpu:0"), tf.distribute.OneDeviceStrategy("/cpu:0")
+    with a.scope():
+        with pytest.raises(RuntimeError, match="Mixing different tf.distribute.Strategy"):
+            b.run(lambda: tf.constant(1.0))
+        model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2)])
+        model.compile(optimizer="sgd", loss="mse")
+    x, y = np.ones((4, 3), np.float32), np.zeros((4, 2), np.float32)
+    before = model.get_weights()
+    with b.scope(), pytest.raises(RuntimeError, match="created under"):
+        model.fit(x, y, epochs=1, verbose=0)
+    for w0, w1 in zip(before, model.get_weights()):
+        np.testing.assert_array_equal(w0, w1)
+    with a.scope():
+        model.fit(x, y, epochs=1, verbose=0)  # its own strategy's scope: fine
+    model.fit(x, y, epochs=1, verbose=0)  # outside every scope: fine
+
+
+def test_merge_call_and_extended_one_replica():
+    s = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with s.scope():
+        v = tf.Variable([1.0, 2.0])
+
+    def step(g):
+        ctx = tf.distribute.get_replica_context()
+
+        def merge_fn(strategy, g):
+            r = strategy.extended.reduce_to("SUM", g, v)
+            [m] = strategy.extended.batch_reduce_to("MEAN", [(g, v)])
+            strategy.extended.update(v, lambda var, d: var.assign_sub(d), args=(r,))
+            return r + m
+
+        return ctx.merge_call(merge_fn, args=(g,))
+
+    out = s.run(step, args=(tf.constant([0.5, 0.25]),))
+    np.testing.assert_allclose(out.numpy(), [1.0, 0.5])
+    np.testing.assert_allclose(v.numpy(), [0.5, 1.75])
+    assert s.extended.worker_devices == ("/job:localhost/replica:0/task:0/device:CPU:0",)
+
+
 def test_multi_worker_without_tf_config_is_one_process():
     s = tf.distribute.MultiWorkerMirroredStrategy()
     assert s.num_replicas_in_sync == 1 and s.cluster_resolver.task_id is None
@@ -187,9 +227,18 @@ def test_keras_fit_under_mirrored_scope_8_replicas_matches_one_device(tmp_path):
     eight = run_program(tmp_path, "fit-tapejax-8", 8)
     one = run_program(tmp_path, "fit-tapejax-1", 1)
     assert int(eight["replicas"]) == 8 and int(one["replicas"]) == 1
-    # The strategy placed the model's variables and the optimizer's slots on all 8 devices.
+    # Keras created the layers' variables replicated over the 8 devices (Keras's DataParallel over
+    # the strategy's mesh), and the strategy kept them, the optimizer's slots too, on all 8.
+    assert int(eight["created_devices"]) == 8 and bool(eight["created_replicated"])
     assert int(eight["variable_devices"]) == 8 and int(eight["slot_devices"]) == 8
     assert int(one["variable_devices"]) == 1
+    # Every step's inputs (x and y of fit, evaluate and predict) were split over the 8 devices
+    # along the 'batch' axis: rows/8 each. 72 samples in batches of 16: four of 16, one of 8.
+    inputs = eight["inputs"]
+    assert len(inputs) == 2 * (3 * 5) + 2 * 5 + 3  # fit (x, y; 3 epochs), evaluate (x, y), predict (x; 40 samples)
+    assert (inputs[:, 0] == 8).all() and (inputs[:, 1] * 8 == inputs[:, 2]).all() and inputs[:, 3].all()
+    assert set(inputs[:, 2].tolist()) == {16, 8}
+    assert len(one["inputs"]) == 0  # one replica: the step runs on the batch as is
     for k in ("loss", "accuracy", "evaluate", "predict", "w0", "w1", "w2", "w3", "uneven_loss", "uneven_w0"):
         np.testing.assert_allclose(eight[k], one[k], rtol=2e-5, atol=2e-6, err_msg=k)
     assert int(eight["iterations"]) == int(one["iterations"]) == 15
@@ -204,6 +253,55 @@ def test_keras_fit_under_mirrored_scope_matches_tf(tmp_path):
     for k in ("loss", "accuracy", "evaluate", "predict", "w0", "w1", "w2", "w3"):
         np.testing.assert_allclose(ours[k], theirs[k], rtol=2e-5, atol=5e-6, err_msg=k)
     assert int(ours["iterations"]) == int(theirs["iterations"])
+
+
+def test_keras_steps_per_execution_under_mirrored_scope(tmp_path):
+    # compile(steps_per_execution=3): three steps per compiled call (the last call of an epoch of
+    # five batches runs two), the same numbers as one step per call; callbacks every execution.
+    three = run_program(tmp_path, "fit-tapejax-8", 8, DIST_SPE="3")
+    one = run_program(tmp_path, "fit-tapejax-8", 8)
+    for k in ("loss", "accuracy", "evaluate", "predict", "w0", "w1", "w2", "w3"):
+        np.testing.assert_allclose(three[k], one[k], rtol=1e-6, atol=1e-7, err_msg=k)
+    assert int(three["iterations"]) == 15
+    assert three["batches"].tolist() == [2, 5] * 3 and one["batches"].tolist() == [0, 1, 2, 3, 4] * 3
+    inputs = three["inputs"]
+    assert (inputs[:, 0] == 8).all() and (inputs[:, 1] * 8 == inputs[:, 2]).all()
+
+
+@pytest.mark.oracle
+def test_keras_steps_per_execution_matches_tf(tmp_path):
+    pytest.importorskip("tensorflow")
+    ours = run_program(tmp_path, "fit-tapejax-8", 8, DIST_SPE="3")
+    theirs = run_program(tmp_path, "fit-tf-8", 1, DIST_SPE="3")
+    for k in ("loss", "accuracy", "evaluate", "predict", "w0", "w1", "w2", "w3"):
+        np.testing.assert_allclose(ours[k], theirs[k], rtol=2e-5, atol=5e-6, err_msg=k)
+    assert ours["batches"].tolist() == theirs["batches"].tolist()
+
+
+def _merge_expected(n: int) -> dict:
+    x = np.arange(4 * n, dtype=np.float32).reshape(2 * n, 2) ** 1.5
+    local = np.stack([(x[2 * r:2 * r + 2] ** 2).sum(0) + r for r in range(n)])
+    total = local.sum(0)
+    return {"total": total, "mean": total / n, "along": total.sum(), "gathered": local.reshape(-1), "listed": local,
+            "local": local, "v": np.array([1.0, 2.0]) - 2 * 1e-3 * total}
+
+
+def test_merge_call_as_an_optimizer_uses_it_8_replicas(tmp_path):
+    # merge_fn sees every replica's value (reduce_to, batch_reduce_to, reduce along an axis,
+    # gather, local results), updates a replicated variable with extended.update, and each replica
+    # gets its own value of a distributed result back; inside tf.function, two steps.
+    ours = run_program(tmp_path, "merge-tapejax-8", 8)
+    for k, want in _merge_expected(8).items():
+        np.testing.assert_allclose(ours[k], want, rtol=1e-5, err_msg=k)
+
+
+@pytest.mark.oracle
+def test_merge_call_matches_tf(tmp_path):
+    pytest.importorskip("tensorflow")
+    ours = run_program(tmp_path, "merge-tapejax-8", 8)
+    theirs = run_program(tmp_path, "merge-tf-8", 1)
+    for k in ("total", "mean", "along", "gathered", "listed", "local", "v"):
+        np.testing.assert_allclose(ours[k], theirs[k], rtol=1e-6, err_msg=k)
 
 
 def _free_port() -> int:
