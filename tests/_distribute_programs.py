@@ -393,6 +393,31 @@ def features() -> None:
     assert len(opt.variables) > 1 and int(opt.iterations.numpy()) == 2
     for sv in opt.variables:
         assert sv._v.sharding.spec == PartitionSpec() and len(sv._v.sharding.device_set) == 8, sv._v.sharding
+    # A Keras layer built lazily inside strategy.run (eagerly, then as the first call of a compiled
+    # step): its variables are created before the SPMD step runs, replicated, and the step gives
+    # the one-device numbers (TF's too): per-example loss 18, gradient 6 for each weight.
+    ones = np.ones((16, 3), np.float32)
+    for compiled in (False, True):
+        with strategy.scope():
+            layer = tf.keras.layers.Dense(2, kernel_initializer="ones")
+            sgd = tf.keras.optimizers.SGD(0.1)
+
+        def lazy_step(bb):
+            with tf.GradientTape() as t:
+                loss = tf.nn.compute_average_loss(tf.reduce_sum(layer(bb) ** 2, axis=1))
+            sgd.apply_gradients(zip(t.gradient(loss, layer.trainable_variables), layer.trainable_variables))
+            return loss
+
+        def lazy_run(b):
+            return strategy.reduce("SUM", strategy.run(lazy_step, args=(b,)), axis=None)
+
+        b1 = next(iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(ones).batch(16))))
+        total = (tf.function(lazy_run) if compiled else lazy_run)(b1)
+        np.testing.assert_allclose(float(total), 18.0, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(layer.kernel), np.full((3, 2), 0.4), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(layer.bias), np.full(2, -0.6), rtol=1e-6)
+        assert all(len(w._v.sharding.device_set) == 8 for w in layer.trainable_variables)
+
     # Two strategies over different devices: reading the other's variable is allowed (as in TF);
     # writing it is TF's RuntimeError, and the variable keeps its value.
     sa, sb = tf.distribute.MirroredStrategy(jax.devices()[:4]), tf.distribute.MirroredStrategy(jax.devices()[4:])

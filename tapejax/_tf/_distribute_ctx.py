@@ -110,6 +110,20 @@ def notify_scope() -> None:
         listener(s)
 
 
+class VariableCreationInReplica(Exception):
+    """Raised by a Keras layer about to create its variables inside the traced SPMD step.
+
+    ``strategy.run`` catches it and builds the step's variables eagerly first
+    (its build pass), as it does for ``tf.Variable``s created in the step: a
+    variable created inside the trace would hold a traced value.
+    """
+
+
+def in_spmd_trace() -> bool:
+    """Whether ``strategy.run`` is tracing its SPMD step (replica context, not its eager build pass)."""
+    return bool(stacks.replicas) and bool(getattr(stacks.replicas[-1], "_spmd", False))
+
+
 def current_strategy() -> Any:
     """The innermost strategy in scope (or of the running replica), else the default strategy."""
     if stacks.replicas:

@@ -535,7 +535,7 @@ class Strategy:
                 known = {v._uid for v in entry.variables}
                 entry.variables += [v for v in r.variables if v._uid not in known]
                 entry.jitted = None
-            except _VariableCreated:
+            except (_VariableCreated, _ctx.VariableCreationInReplica):
                 entry.jitted = None
                 if outer:
                     if not outer[-1].allow_create:
