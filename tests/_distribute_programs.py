@@ -435,3 +435,79 @@ def features() -> None:
 
 if __name__ == "__main__" and len(sys.argv) == 2 and sys.argv[1] == "features":
     features()
+
+
+def random_merge_programs() -> None:
+    """Random merge_call programs on 4 replicas (hypothesis, deterministic): every cross-replica
+    operation merge_fn can apply to a distributed argument, against NumPy on the stacked values."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    import tapejax as tf
+
+    strategy = tf.distribute.MirroredStrategy()
+    n = strategy.num_replicas_in_sync
+    assert n == 4, n
+
+    @st.composite
+    def programs(draw):
+        shape = tuple(draw(st.lists(st.integers(1, 3), min_size=0, max_size=2)))
+        dtype = draw(st.sampled_from([np.float32, np.int32]))
+        data = np.array(draw(st.lists(st.integers(-5, 5), min_size=n * int(np.prod(shape)),
+                                      max_size=n * int(np.prod(shape)))), dtype).reshape((n,) + shape)
+        ops = [("sum", None), ("reduce_to_sum", None), ("local", None)]
+        ops += [("sum", a) for a in range(len(shape))] + [("gather", a) for a in range(len(shape))]
+        if dtype == np.float32:
+            ops += [("mean", None), ("reduce_to_mean", None)] + [("mean", a) for a in range(len(shape))]
+        op = draw(st.sampled_from(ops))
+        return data, op, draw(st.booleans()), draw(st.booleans())
+
+    def expected(data, op):
+        kind, axis = op
+        if kind in ("sum", "reduce_to_sum"):
+            return data.sum(0) if axis is None else data.sum(0).sum(axis)
+        if kind in ("mean", "reduce_to_mean"):
+            return data.mean(0) if axis is None else data.sum(0).sum(axis) / (n * data.shape[axis + 1])
+        if kind == "gather":
+            return np.concatenate(list(data), axis=axis)
+        return np.stack(list(data))
+
+    @settings(max_examples=150, deadline=None, derandomize=True, database=None)
+    @given(programs())
+    def check(program):
+        data, (kind, axis), by_keyword, compiled = program
+        values = strategy.experimental_distribute_values_from_function(lambda ctx: data[ctx.replica_id_in_sync_group])
+
+        def merge_fn(s, x):
+            if kind == "sum":
+                return s.reduce(tf.distribute.ReduceOp.SUM, x, axis=axis)
+            if kind == "mean":
+                return s.reduce(tf.distribute.ReduceOp.MEAN, x, axis=axis)
+            if kind == "reduce_to_sum":
+                return s.extended.reduce_to("SUM", x, destinations=None)
+            if kind == "reduce_to_mean":
+                return s.extended.batch_reduce_to("MEAN", [(x, None)])[0]
+            if kind == "gather":
+                return s.gather(x, axis=axis)
+            return tf.stack(s.experimental_local_results(x))
+
+        def fn(v):
+            ctx = tf.distribute.get_replica_context()
+            if by_keyword:
+                return ctx.merge_call(lambda s, x=None: merge_fn(s, x), kwargs={"x": v})
+            return ctx.merge_call(merge_fn, args=(v,))
+
+        def step(vals):
+            return strategy.run(fn, args=(vals,))
+
+        out = (tf.function(step) if compiled else step)(values)
+        want = expected(data, (kind, axis))
+        for got in strategy.experimental_local_results(out):  # every replica gets the same result
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, err_msg=str((kind, axis, data.dtype)))
+
+    check()
+    print("random merge programs OK")
+
+
+if __name__ == "__main__" and len(sys.argv) == 2 and sys.argv[1] == "random-merge":
+    random_merge_programs()

@@ -442,7 +442,8 @@ ROWS += [
      "lax.psum / pmean / axis_index inside the SPMD program; merge_call runs on every replica, its distributed arguments "
      "combined by collectives",
      ["test_distribute.py::test_mirrored_spmd_features_on_8_devices", "test_distribute.py::test_one_replica_values",
-      "test_distribute.py::test_merge_call_as_an_optimizer_uses_it_8_replicas", "test_distribute.py::test_merge_call_matches_tf"]),
+      "test_distribute.py::test_merge_call_as_an_optimizer_uses_it_8_replicas", "test_distribute.py::test_merge_call_matches_tf",
+      "test_distribute.py::test_random_merge_call_programs_4_replicas"]),
     ("Strategy.extended: reduce_to / batch_reduce_to / update / worker_devices", "same",
      "the strategy itself; reduce over the replicas (psum/pmean inside merge_call), update runs fn on the replicated variable",
      ["test_distribute.py::test_merge_call_and_extended_one_replica",
@@ -481,7 +482,8 @@ ROWS += [
     ("keras Model.compile(steps_per_execution=k)", "same",
      "k steps per compiled call (each strategy.run under a strategy); TF's numbers and callback steps",
      ["test_distribute.py::test_keras_steps_per_execution_under_mirrored_scope",
-      "test_distribute.py::test_keras_steps_per_execution_matches_tf"]),
+      "test_distribute.py::test_keras_steps_per_execution_matches_tf",
+      "test_distribute.py::test_steps_per_execution_without_strategy_matches_one_step_per_call"]),
 ]
 ROWS += [
     ("init_scope()", "same", "tracing hooks and tapes suspended, jax.ensure_compile_time_eval: the block runs eagerly at trace time",

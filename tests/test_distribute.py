@@ -278,6 +278,37 @@ def test_keras_steps_per_execution_matches_tf(tmp_path):
     assert ours["batches"].tolist() == theirs["batches"].tolist()
 
 
+def test_random_merge_call_programs_4_replicas():
+    # hypothesis (deterministic, 150 programs): reduce / reduce_to / batch_reduce_to / gather /
+    # local results of a random per-replica value in merge_fn, eager or compiled, against NumPy.
+    r = subprocess.run([sys.executable, PROGRAMS, "random-merge"], env=_env(4), capture_output=True, text=True,
+                       timeout=600, check=False)
+    assert r.returncode == 0 and "random merge programs OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_steps_per_execution_without_strategy_matches_one_step_per_call():
+    x = np.linspace(-1, 1, 50, dtype=np.float32).reshape(25, 2)
+    y = (x.sum(1) > 0).astype(np.int32)
+
+    def train(spe):
+        model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(4, activation="tanh"), tf.keras.layers.Dense(2)])
+        model.set_weights([np.cos(np.arange(w.size) + 0.5).reshape(w.shape).astype(np.float32) for w in model.get_weights()])
+        model.compile(optimizer=tf.keras.optimizers.Adam(0.02), metrics=["accuracy"], steps_per_execution=spe,
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        hist = model.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False)  # 7 batches: 3 + 3 + 1
+        return (hist.history, model.evaluate(x, y, batch_size=4, verbose=0), model.predict(x, batch_size=4, verbose=0),
+                model.get_weights(), int(model.optimizer.iterations.numpy()))
+
+    one, three = train(1), train(3)
+    for k in ("loss", "accuracy"):
+        np.testing.assert_allclose(three[0][k], one[0][k], rtol=1e-6)
+    np.testing.assert_allclose(three[1], one[1], rtol=1e-6)
+    np.testing.assert_allclose(three[2], one[2], rtol=1e-6, atol=1e-7)
+    for a, b in zip(three[3], one[3]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    assert three[4] == one[4] == 14
+
+
 def _merge_expected(n: int) -> dict:
     x = np.arange(4 * n, dtype=np.float32).reshape(2 * n, 2) ** 1.5
     local = np.stack([(x[2 * r:2 * r + 2] ** 2).sum(0) + r for r in range(n)])
