@@ -92,19 +92,46 @@ def fit_program(tf, strategy, timing=False):
     rng = np.random.default_rng(1)
     x = rng.normal(size=(FIT_SAMPLES, 5)).astype(np.float32)
     y = (x @ rng.normal(size=(5, 3)) > 0).argmax(1).astype(np.int32)
+    tapejax = hasattr(tf, "to_jax")
+    spe = int(os.environ.get("DIST_SPE", "1"))
     with strategy.scope():
         model = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(8, activation="relu"),
                                      tf.keras.layers.Dense(3)])
+        created = [v.keras_variable.value.sharding for v in model.weights] if tapejax else []
         model.set_weights([(0.5 * np.sin(np.arange(w.size) + 1.0)).reshape(w.shape).astype(np.float32)
                            for w in model.get_weights()])
         model.compile(optimizer=tf.keras.optimizers.Adam(0.05),
-                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
-    hist = model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=EPOCHS, verbose=0, shuffle=False)
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
+                      steps_per_execution=spe)
+    inputs = []
+    if tapejax:
+        # Record how each step's global batch is laid out when the trainer hands it to the strategy.
+        distribute_global = strategy._distribute_global
+
+        def recording(element):
+            out = distribute_global(element)
+            for leaf in __import__("jax").tree_util.tree_leaves(out, is_leaf=lambda t: isinstance(t, tf.distribute.PerReplica)):
+                a = leaf._tensor._value
+                inputs.append((len(a.sharding.device_set), a.sharding.shard_shape(a.shape)[0], a.shape[0],
+                               a.sharding.spec == __import__("jax").sharding.PartitionSpec("batch")))
+            return out
+
+        strategy._distribute_global = recording
+    batches = []
+    record = type("Record", (tf.keras.callbacks.Callback,), {"on_train_batch_end": lambda self, b, logs=None: batches.append(b)})
+    hist = model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=EPOCHS, verbose=0, shuffle=False, callbacks=[record()])
     ev = model.evaluate(x, y, batch_size=GLOBAL_BATCH, verbose=0)
     pred = model.predict(x[:40], batch_size=GLOBAL_BATCH, verbose=0)
     out = {"loss": np.array(hist.history["loss"]), "accuracy": np.array(hist.history["accuracy"]),
            "evaluate": np.array(ev), "predict": pred, "replicas": strategy.num_replicas_in_sync,
-           "iterations": int(model.optimizer.iterations.numpy())}
+           "iterations": int(model.optimizer.iterations.numpy()), "batches": np.array(batches)}
+    if tapejax:
+        strategy._distribute_global = distribute_global
+        # Replicated when Keras created them under the scope (before any fit): every device, one full copy each.
+        out["created_devices"] = min(len(sh.device_set) for sh in created)
+        out["created_replicated"] = all(sh.is_fully_replicated for sh in created)
+        # Each step's inputs: (devices, rows per device, global rows, split over the 'batch' axis).
+        out["inputs"] = np.array(inputs, np.int64).reshape(-1, 4)
     for i, w in enumerate(model.get_weights()):
         out[f"w{i}"] = w
     if hasattr(model.trainable_variables[0], "_v"):  # tapejax only
@@ -132,6 +159,43 @@ def fit_program(tf, strategy, timing=False):
     return out
 
 
+def merge_program(tf, strategy):
+    """merge_call as TF's optimizers use it: per-replica values reduced, gathered, listed; a variable updated."""
+    n = strategy.num_replicas_in_sync
+    x = np.arange(4 * n, dtype=np.float32).reshape(2 * n, 2) ** 1.5
+    with strategy.scope():
+        v = tf.Variable([1.0, 2.0])
+    dist = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(x).batch(2 * n))
+
+    def fn(b):
+        ctx = tf.distribute.get_replica_context()
+        local = tf.reduce_sum(b * b, axis=0) + tf.cast(ctx.replica_id_in_sync_group, tf.float32)
+
+        def merge_fn(strategy, local, scale):
+            assert tf.distribute.in_cross_replica_context() and tf.distribute.get_replica_context() is None
+            total = strategy.extended.reduce_to(tf.distribute.ReduceOp.SUM, local, v)
+            [mean] = strategy.extended.batch_reduce_to(tf.distribute.ReduceOp.MEAN, [(local, v)])
+            along = strategy.reduce("SUM", local, axis=0)
+            gathered = strategy.gather(local, axis=0)
+            listed = tf.stack(strategy.experimental_local_results(local))
+            strategy.extended.update(v, lambda var, d: var.assign_sub(scale * d), args=(total,), group=False)
+            return total, mean, along, gathered, listed, local
+
+        return ctx.merge_call(merge_fn, args=(local,), kwargs={"scale": 1e-3})
+
+    @tf.function
+    def step(b):
+        return strategy.run(fn, args=(b,))
+
+    outs = [step(b) for b in dist] + [step(b) for b in dist]
+    first = [strategy.experimental_local_results(o)[0].numpy() for o in outs[-1][:5]]
+    out = {k: a for k, a in zip(("total", "mean", "along", "gathered", "listed"), first)}
+    out["local"] = np.stack([t.numpy() for t in strategy.experimental_local_results(outs[-1][5])])
+    out["v"] = v.numpy()
+    out["replicas"] = n
+    return out
+
+
 def _tf_logical_cpus(tf, n):
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
@@ -140,7 +204,18 @@ def _tf_logical_cpus(tf, n):
 
 
 def main(mode: str, path: str) -> None:
-    if mode.startswith("fit-"):
+    if mode.startswith("merge-"):
+        n = int(mode.rsplit("-", 1)[1])
+        if mode.startswith("merge-tf-"):
+            import tensorflow as tf
+
+            strategy = _tf_logical_cpus(tf, n)
+        else:
+            import tapejax as tf
+
+            strategy = tf.distribute.MirroredStrategy()
+        out = merge_program(tf, strategy)
+    elif mode.startswith("fit-"):
         n = int(mode.rsplit("-", 1)[1])
         if mode.startswith("fit-tf-"):
             import tensorflow as tf
@@ -318,8 +393,121 @@ def features() -> None:
     assert len(opt.variables) > 1 and int(opt.iterations.numpy()) == 2
     for sv in opt.variables:
         assert sv._v.sharding.spec == PartitionSpec() and len(sv._v.sharding.device_set) == 8, sv._v.sharding
+    # A Keras layer built lazily inside strategy.run (eagerly, then as the first call of a compiled
+    # step): its variables are created before the SPMD step runs, replicated, and the step gives
+    # the one-device numbers (TF's too): per-example loss 18, gradient 6 for each weight.
+    ones = np.ones((16, 3), np.float32)
+    for compiled in (False, True):
+        with strategy.scope():
+            layer = tf.keras.layers.Dense(2, kernel_initializer="ones")
+            sgd = tf.keras.optimizers.SGD(0.1)
+
+        def lazy_step(bb):
+            with tf.GradientTape() as t:
+                loss = tf.nn.compute_average_loss(tf.reduce_sum(layer(bb) ** 2, axis=1))
+            sgd.apply_gradients(zip(t.gradient(loss, layer.trainable_variables), layer.trainable_variables))
+            return loss
+
+        def lazy_run(b):
+            return strategy.reduce("SUM", strategy.run(lazy_step, args=(b,)), axis=None)
+
+        b1 = next(iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(ones).batch(16))))
+        total = (tf.function(lazy_run) if compiled else lazy_run)(b1)
+        np.testing.assert_allclose(float(total), 18.0, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(layer.kernel), np.full((3, 2), 0.4), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(layer.bias), np.full(2, -0.6), rtol=1e-6)
+        assert all(len(w._v.sharding.device_set) == 8 for w in layer.trainable_variables)
+
+    # Two strategies over different devices: reading the other's variable is allowed (as in TF);
+    # writing it is TF's RuntimeError, and the variable keeps its value.
+    sa, sb = tf.distribute.MirroredStrategy(jax.devices()[:4]), tf.distribute.MirroredStrategy(jax.devices()[4:])
+    with sa.scope():
+        va = tf.Variable([1.0, 2.0])
+    assert [t.numpy().tolist() for t in sb.run(lambda: va * 2.0).values] == [[2.0, 4.0]] * 4
+    try:
+        sb.run(lambda: va.assign_add([1.0, 1.0]))
+        raise AssertionError("expected RuntimeError")
+    except RuntimeError as e:
+        assert "Mixing different tf.distribute.Strategy" in str(e), e
+    assert va.numpy().tolist() == [1.0, 2.0]
     print("features OK")
 
 
 if __name__ == "__main__" and len(sys.argv) == 2 and sys.argv[1] == "features":
     features()
+
+
+def random_merge_programs() -> None:
+    """Random merge_call programs on 4 replicas (hypothesis, deterministic): every cross-replica
+    operation merge_fn can apply to a distributed argument, against NumPy on the stacked values."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    import tapejax as tf
+
+    strategy = tf.distribute.MirroredStrategy()
+    n = strategy.num_replicas_in_sync
+    assert n == 4, n
+
+    @st.composite
+    def programs(draw):
+        shape = tuple(draw(st.lists(st.integers(1, 3), min_size=0, max_size=2)))
+        dtype = draw(st.sampled_from([np.float32, np.int32]))
+        data = np.array(draw(st.lists(st.integers(-5, 5), min_size=n * int(np.prod(shape)),
+                                      max_size=n * int(np.prod(shape)))), dtype).reshape((n,) + shape)
+        ops = [("sum", None), ("reduce_to_sum", None), ("local", None)]
+        ops += [("sum", a) for a in range(len(shape))] + [("gather", a) for a in range(len(shape))]
+        if dtype == np.float32:
+            ops += [("mean", None), ("reduce_to_mean", None)] + [("mean", a) for a in range(len(shape))]
+        op = draw(st.sampled_from(ops))
+        return data, op, draw(st.booleans()), draw(st.booleans())
+
+    def expected(data, op):
+        kind, axis = op
+        if kind in ("sum", "reduce_to_sum"):
+            return data.sum(0) if axis is None else data.sum(0).sum(axis)
+        if kind in ("mean", "reduce_to_mean"):
+            return data.mean(0) if axis is None else data.sum(0).sum(axis) / (n * data.shape[axis + 1])
+        if kind == "gather":
+            return np.concatenate(list(data), axis=axis)
+        return np.stack(list(data))
+
+    @settings(max_examples=150, deadline=None, derandomize=True, database=None)
+    @given(programs())
+    def check(program):
+        data, (kind, axis), by_keyword, compiled = program
+        values = strategy.experimental_distribute_values_from_function(lambda ctx: data[ctx.replica_id_in_sync_group])
+
+        def merge_fn(s, x):
+            if kind == "sum":
+                return s.reduce(tf.distribute.ReduceOp.SUM, x, axis=axis)
+            if kind == "mean":
+                return s.reduce(tf.distribute.ReduceOp.MEAN, x, axis=axis)
+            if kind == "reduce_to_sum":
+                return s.extended.reduce_to("SUM", x, destinations=None)
+            if kind == "reduce_to_mean":
+                return s.extended.batch_reduce_to("MEAN", [(x, None)])[0]
+            if kind == "gather":
+                return s.gather(x, axis=axis)
+            return tf.stack(s.experimental_local_results(x))
+
+        def fn(v):
+            ctx = tf.distribute.get_replica_context()
+            if by_keyword:
+                return ctx.merge_call(lambda s, x=None: merge_fn(s, x), kwargs={"x": v})
+            return ctx.merge_call(merge_fn, args=(v,))
+
+        def step(vals):
+            return strategy.run(fn, args=(vals,))
+
+        out = (tf.function(step) if compiled else step)(values)
+        want = expected(data, (kind, axis))
+        for got in strategy.experimental_local_results(out):  # every replica gets the same result
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, err_msg=str((kind, axis, data.dtype)))
+
+    check()
+    print("random merge programs OK")
+
+
+if __name__ == "__main__" and len(sys.argv) == 2 and sys.argv[1] == "random-merge":
+    random_merge_programs()

@@ -153,13 +153,53 @@ def test_bad_input():
     with pytest.raises(ValueError, match="Cannot parse device"):
         tf.distribute.MirroredStrategy(["not a device"])
     a, b = tf.distribute.OneDeviceStrategy("/cpu:0"), tf.distribute.OneDeviceStrategy("/cpu:0")
-    with a.scope(), pytest.raises(ValueError, match="Mixing different tf.distribute.Strategy"), b.scope():
+    with a.scope(), pytest.raises(RuntimeError, match="Mixing different tf.distribute.Strategy"), b.scope():
         pass
     with pytest.raises(ValueError, match="reduce_op"):
         a.reduce("MAX", tf.constant(1.0), axis=None)
     ctx = tf.distribute.InputContext(num_replicas_in_sync=3)
     with pytest.raises(ValueError, match="not divisible"):
         ctx.get_per_replica_batch_size(8)
+
+
+def test_mixing_strategies_is_tf_runtime_error():
+    a, b = tf.distribute.OneDeviceStrategy("/cpu:0"), tf.distribute.OneDeviceStrategy("/cpu:0")
+    with a.scope():
+        with pytest.raises(RuntimeError, match="Mixing different tf.distribute.Strategy"):
+            b.run(lambda: tf.constant(1.0))
+        model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2)])
+        model.compile(optimizer="sgd", loss="mse")
+    x, y = np.ones((4, 3), np.float32), np.zeros((4, 2), np.float32)
+    before = model.get_weights()
+    with b.scope(), pytest.raises(RuntimeError, match="created under"):
+        model.fit(x, y, epochs=1, verbose=0)
+    for w0, w1 in zip(before, model.get_weights()):
+        np.testing.assert_array_equal(w0, w1)
+    with a.scope():
+        model.fit(x, y, epochs=1, verbose=0)  # its own strategy's scope: fine
+    model.fit(x, y, epochs=1, verbose=0)  # outside every scope: fine
+
+
+def test_merge_call_and_extended_one_replica():
+    s = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with s.scope():
+        v = tf.Variable([1.0, 2.0])
+
+    def step(g):
+        ctx = tf.distribute.get_replica_context()
+
+        def merge_fn(strategy, g):
+            r = strategy.extended.reduce_to("SUM", g, v)
+            [m] = strategy.extended.batch_reduce_to("MEAN", [(g, v)])
+            strategy.extended.update(v, lambda var, d: var.assign_sub(d), args=(r,))
+            return r + m
+
+        return ctx.merge_call(merge_fn, args=(g,))
+
+    out = s.run(step, args=(tf.constant([0.5, 0.25]),))
+    np.testing.assert_allclose(out.numpy(), [1.0, 0.5])
+    np.testing.assert_allclose(v.numpy(), [0.5, 1.75])
+    assert s.extended.worker_devices == ("/job:localhost/replica:0/task:0/device:CPU:0",)
 
 
 def test_multi_worker_without_tf_config_is_one_process():
@@ -187,9 +227,18 @@ def test_keras_fit_under_mirrored_scope_8_replicas_matches_one_device(tmp_path):
     eight = run_program(tmp_path, "fit-tapejax-8", 8)
     one = run_program(tmp_path, "fit-tapejax-1", 1)
     assert int(eight["replicas"]) == 8 and int(one["replicas"]) == 1
-    # The strategy placed the model's variables and the optimizer's slots on all 8 devices.
+    # Keras created the layers' variables replicated over the 8 devices (Keras's DataParallel over
+    # the strategy's mesh), and the strategy kept them, the optimizer's slots too, on all 8.
+    assert int(eight["created_devices"]) == 8 and bool(eight["created_replicated"])
     assert int(eight["variable_devices"]) == 8 and int(eight["slot_devices"]) == 8
     assert int(one["variable_devices"]) == 1
+    # Every step's inputs (x and y of fit, evaluate and predict) were split over the 8 devices
+    # along the 'batch' axis: rows/8 each. 72 samples in batches of 16: four of 16, one of 8.
+    inputs = eight["inputs"]
+    assert len(inputs) == 2 * (3 * 5) + 2 * 5 + 3  # fit (x, y; 3 epochs), evaluate (x, y), predict (x; 40 samples)
+    assert (inputs[:, 0] == 8).all() and (inputs[:, 1] * 8 == inputs[:, 2]).all() and inputs[:, 3].all()
+    assert set(inputs[:, 2].tolist()) == {16, 8}
+    assert len(one["inputs"]) == 0  # one replica: the step runs on the batch as is
     for k in ("loss", "accuracy", "evaluate", "predict", "w0", "w1", "w2", "w3", "uneven_loss", "uneven_w0"):
         np.testing.assert_allclose(eight[k], one[k], rtol=2e-5, atol=2e-6, err_msg=k)
     assert int(eight["iterations"]) == int(one["iterations"]) == 15
@@ -204,6 +253,86 @@ def test_keras_fit_under_mirrored_scope_matches_tf(tmp_path):
     for k in ("loss", "accuracy", "evaluate", "predict", "w0", "w1", "w2", "w3"):
         np.testing.assert_allclose(ours[k], theirs[k], rtol=2e-5, atol=5e-6, err_msg=k)
     assert int(ours["iterations"]) == int(theirs["iterations"])
+
+
+def test_keras_steps_per_execution_under_mirrored_scope(tmp_path):
+    # compile(steps_per_execution=3): three steps per compiled call (the last call of an epoch of
+    # five batches runs two), the same numbers as one step per call; callbacks every execution.
+    three = run_program(tmp_path, "fit-tapejax-8", 8, DIST_SPE="3")
+    one = run_program(tmp_path, "fit-tapejax-8", 8)
+    for k in ("loss", "accuracy", "evaluate", "predict", "w0", "w1", "w2", "w3"):
+        np.testing.assert_allclose(three[k], one[k], rtol=1e-6, atol=1e-7, err_msg=k)
+    assert int(three["iterations"]) == 15
+    assert three["batches"].tolist() == [2, 5] * 3 and one["batches"].tolist() == [0, 1, 2, 3, 4] * 3
+    inputs = three["inputs"]
+    assert (inputs[:, 0] == 8).all() and (inputs[:, 1] * 8 == inputs[:, 2]).all()
+
+
+@pytest.mark.oracle
+def test_keras_steps_per_execution_matches_tf(tmp_path):
+    pytest.importorskip("tensorflow")
+    ours = run_program(tmp_path, "fit-tapejax-8", 8, DIST_SPE="3")
+    theirs = run_program(tmp_path, "fit-tf-8", 1, DIST_SPE="3")
+    for k in ("loss", "accuracy", "evaluate", "predict", "w0", "w1", "w2", "w3"):
+        np.testing.assert_allclose(ours[k], theirs[k], rtol=2e-5, atol=5e-6, err_msg=k)
+    assert ours["batches"].tolist() == theirs["batches"].tolist()
+
+
+def test_random_merge_call_programs_4_replicas():
+    # hypothesis (deterministic, 150 programs): reduce / reduce_to / batch_reduce_to / gather /
+    # local results of a random per-replica value in merge_fn, eager or compiled, against NumPy.
+    r = subprocess.run([sys.executable, PROGRAMS, "random-merge"], env=_env(4), capture_output=True, text=True,
+                       timeout=600, check=False)
+    assert r.returncode == 0 and "random merge programs OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_steps_per_execution_without_strategy_matches_one_step_per_call():
+    x = np.linspace(-1, 1, 50, dtype=np.float32).reshape(25, 2)
+    y = (x.sum(1) > 0).astype(np.int32)
+
+    def train(spe):
+        model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(4, activation="tanh"), tf.keras.layers.Dense(2)])
+        model.set_weights([np.cos(np.arange(w.size) + 0.5).reshape(w.shape).astype(np.float32) for w in model.get_weights()])
+        model.compile(optimizer=tf.keras.optimizers.Adam(0.02), metrics=["accuracy"], steps_per_execution=spe,
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        hist = model.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False)  # 7 batches: 3 + 3 + 1
+        return (hist.history, model.evaluate(x, y, batch_size=4, verbose=0), model.predict(x, batch_size=4, verbose=0),
+                model.get_weights(), int(model.optimizer.iterations.numpy()))
+
+    one, three = train(1), train(3)
+    for k in ("loss", "accuracy"):
+        np.testing.assert_allclose(three[0][k], one[0][k], rtol=1e-6)
+    np.testing.assert_allclose(three[1], one[1], rtol=1e-6)
+    np.testing.assert_allclose(three[2], one[2], rtol=1e-6, atol=1e-7)
+    for a, b in zip(three[3], one[3]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    assert three[4] == one[4] == 14
+
+
+def _merge_expected(n: int) -> dict:
+    x = np.arange(4 * n, dtype=np.float32).reshape(2 * n, 2) ** 1.5
+    local = np.stack([(x[2 * r:2 * r + 2] ** 2).sum(0) + r for r in range(n)])
+    total = local.sum(0)
+    return {"total": total, "mean": total / n, "along": total.sum(), "gathered": local.reshape(-1), "listed": local,
+            "local": local, "v": np.array([1.0, 2.0]) - 2 * 1e-3 * total}
+
+
+def test_merge_call_as_an_optimizer_uses_it_8_replicas(tmp_path):
+    # merge_fn sees every replica's value (reduce_to, batch_reduce_to, reduce along an axis,
+    # gather, local results), updates a replicated variable with extended.update, and each replica
+    # gets its own value of a distributed result back; inside tf.function, two steps.
+    ours = run_program(tmp_path, "merge-tapejax-8", 8)
+    for k, want in _merge_expected(8).items():
+        np.testing.assert_allclose(ours[k], want, rtol=1e-5, err_msg=k)
+
+
+@pytest.mark.oracle
+def test_merge_call_matches_tf(tmp_path):
+    pytest.importorskip("tensorflow")
+    ours = run_program(tmp_path, "merge-tapejax-8", 8)
+    theirs = run_program(tmp_path, "merge-tf-8", 1)
+    for k in ("total", "mean", "along", "gathered", "listed", "local", "v"):
+        np.testing.assert_allclose(ours[k], theirs[k], rtol=1e-6, err_msg=k)
 
 
 def _free_port() -> int:

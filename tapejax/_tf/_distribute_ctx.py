@@ -98,6 +98,31 @@ stacks = _Stacks()
 # Set by tapejax.distribute: the strategy get_strategy() returns outside every scope.
 default_strategy: Any = None
 
+# Called with the innermost strategy in scope (None outside every scope) each time a scope is
+# entered or left. tapejax.keras registers one that keeps Keras's own distribution (which places
+# the variables Keras creates) in step with the tf.distribute scope; injected, not imported.
+scope_listeners: list = []
+
+
+def notify_scope() -> None:
+    s = stacks.strategies[-1] if stacks.strategies else None
+    for listener in scope_listeners:
+        listener(s)
+
+
+class VariableCreationInReplica(Exception):
+    """Raised by a Keras layer about to create its variables inside the traced SPMD step.
+
+    ``strategy.run`` catches it and builds the step's variables eagerly first
+    (its build pass), as it does for ``tf.Variable``s created in the step: a
+    variable created inside the trace would hold a traced value.
+    """
+
+
+def in_spmd_trace() -> bool:
+    """Whether ``strategy.run`` is tracing its SPMD step (replica context, not its eager build pass)."""
+    return bool(stacks.replicas) and bool(getattr(stacks.replicas[-1], "_spmd", False))
+
 
 def current_strategy() -> Any:
     """The innermost strategy in scope (or of the running replica), else the default strategy."""

@@ -54,6 +54,26 @@ def _op(reduce_op: Any) -> ReduceOp:
     raise ValueError(f"reduce_op must be tf.distribute.ReduceOp.SUM or ReduceOp.MEAN (or 'SUM'/'MEAN'); got {reduce_op!r}.")
 
 
+def _mixing(new: Any, old: Any) -> RuntimeError:
+    # TF raises RuntimeError("Mixing different tf.distribute.Strategy objects: ...") for a scope
+    # entered inside another strategy's, a variable of one strategy written under another, and a
+    # Keras model of one strategy trained under another's scope.
+    return RuntimeError(
+        f"Mixing different tf.distribute.Strategy objects: {new} is not {old}. Use one strategy at a time: "
+        "create the variables, the model and the optimizer under the scope of the strategy that runs them."
+    )
+
+
+def _pmean(x: Any) -> Any:
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        return jax.lax.pmean(x, _AXIS)
+    return jax.lax.psum(x, _AXIS) // jax.lax.psum(1, _AXIS)
+
+
+def _mean(x: Any, axis: int) -> Any:
+    return jnp.mean(x, axis).astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.sum(x, axis) // x.shape[axis]
+
+
 def _is_leaf(x: Any) -> bool:
     return isinstance(x, Tensor | VariableBase | PerReplica)
 
@@ -181,6 +201,25 @@ class _BuildCapture:
         self.new.append(var)
 
 
+class _MergeValue(PerReplica):
+    """A tensor handed to ``merge_fn`` inside the SPMD step: TF's ``PerReplica`` of every replica's value.
+
+    It holds this replica's traced value; the other replicas' values are reached
+    with collectives over the mesh axis (``psum``/``pmean`` to reduce,
+    ``all_gather`` to list or concatenate them).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, tensor: Any, num_replicas: int):
+        super().__init__(tensor, num_replicas, stacked=True)
+
+    @property
+    def values(self) -> tuple:
+        everyone = jax.lax.all_gather(self._tensor._value, _AXIS)
+        return tuple(Tensor(everyone[i]) for i in range(self._n))
+
+
 class ReplicaContext:
     """The context of one replica inside ``strategy.run`` (``tf.distribute.ReplicaContext``).
 
@@ -225,20 +264,42 @@ class ReplicaContext:
         return jax.tree_util.tree_map(one, value, is_leaf=_is_leaf)
 
     def merge_call(self, merge_fn: Callable, args: tuple = (), kwargs: dict | None = None) -> Any:
-        """Call ``merge_fn(strategy, *args, **kwargs)`` in cross-replica context.
+        """Call ``merge_fn(strategy, *args, **kwargs)`` in cross-replica context (TF's optimizer pattern).
 
-        In the SPMD step every replica calls it with its own values (there is no
-        separate cross-replica thread): reduce them with ``strategy.reduce``-free
-        collectives (``all_reduce``) before updating state, as the optimizer's
-        summed gradients already are.
+        As in TF, each tensor in ``args``/``kwargs`` reaches ``merge_fn`` as a
+        distributed value holding every replica's tensor: ``strategy.reduce``,
+        ``strategy.extended.reduce_to``/``batch_reduce_to``,
+        ``experimental_local_results`` and ``gather`` combine them, and
+        ``strategy.extended.update(var, fn, args)`` applies an update to a
+        replicated variable. Variables and Python values pass through
+        unchanged; a distributed value ``merge_fn`` returns comes back to each
+        replica as its own value. In the SPMD step every replica runs
+        ``merge_fn`` (there is no separate cross-replica thread), on all-reduced
+        or all-gathered values, so each computes the same result.
+
+        Example:
+            >>> import tapejax as tf
+            >>> s = tf.distribute.OneDeviceStrategy("/cpu:0")
+            >>> def step():
+            ...     ctx = tf.distribute.get_replica_context()
+            ...     return ctx.merge_call(lambda strategy, x: strategy.reduce("SUM", x, axis=None), args=(tf.constant(2.0),))
+            >>> print(s.run(step))
+            tf.Tensor(2.0, shape=(), dtype=float32)
         """
+        kwargs = dict(kwargs or {})
+        if self._spmd:
+            n = self.num_replicas_in_sync
+            args, kwargs = jax.tree_util.tree_map(
+                lambda x: _MergeValue(x, n) if isinstance(x, Tensor) else x, (tuple(args), kwargs), is_leaf=_is_leaf)
         rep = _ctx.stacks.replicas.pop()
         _ctx.stacks.strategies.append(self._strategy)
         try:
-            return merge_fn(self._strategy, *args, **(kwargs or {}))
+            out = merge_fn(self._strategy, *args, **kwargs)
         finally:
             _ctx.stacks.strategies.pop()
             _ctx.stacks.replicas.append(rep)
+        # TF's select_replica: a replica receives its own value of a distributed result.
+        return jax.tree_util.tree_map(lambda x: x._tensor if isinstance(x, _MergeValue) else x, out, is_leaf=_is_leaf)
 
     def __repr__(self) -> str:
         return f"<tf.distribute.ReplicaContext num_replicas_in_sync={self.num_replicas_in_sync}>"
@@ -316,15 +377,14 @@ class Strategy:
         """
         cur = _ctx.stacks.strategies[-1] if _ctx.stacks.strategies else None
         if cur is not None and cur is not self:
-            raise ValueError(
-                f"Mixing different tf.distribute.Strategy objects: {self} is not {cur}. Leave the other "
-                "strategy's scope first (one strategy at a time)."
-            )
+            raise _mixing(self, cur)
         _ctx.stacks.strategies.append(self)
+        _ctx.notify_scope()
         try:
             yield self
         finally:
             _ctx.stacks.strategies.pop()
+            _ctx.notify_scope()
 
     # --- run ------------------------------------------------------------------------------
 
@@ -338,6 +398,8 @@ class Strategy:
             tf.Tensor(6.0, shape=(), dtype=float32)
         """
         kwargs = dict(kwargs or {})
+        if _ctx.stacks.strategies and _ctx.stacks.strategies[-1] is not self:
+            raise _mixing(self, _ctx.stacks.strategies[-1])
         if self.num_replicas_in_sync == 1:
             return self._run_single(fn, args, kwargs)
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
@@ -473,7 +535,7 @@ class Strategy:
                 known = {v._uid for v in entry.variables}
                 entry.variables += [v for v in r.variables if v._uid not in known]
                 entry.jitted = None
-            except _VariableCreated:
+            except (_VariableCreated, _ctx.VariableCreationInReplica):
                 entry.jitted = None
                 if outer:
                     if not outer[-1].allow_create:
@@ -492,6 +554,8 @@ class Strategy:
                     "every replica runs as one traced SPMD program. Write the branch with tf.where, or move the check "
                     f"outside. Original error: {e}"
                 ) from e
+        for i in entry.assigned:
+            self._check_owner(entry.variables[i])
         for i, val in zip(entry.assigned, new):
             entry.variables[i]._value = val
         out_tree, static = entry.out_spec
@@ -499,6 +563,16 @@ class Strategy:
         n = self.num_replicas_in_sync
         outs = [PerReplica(next(it), n, stacked=True) if s[0] == "T" else s[1] for s in static]
         return jax.tree_util.tree_unflatten(out_tree, outs)
+
+    def _check_owner(self, var: VariableBase) -> None:
+        """A variable replicated by another strategy (other devices) cannot be written here (TF's RuntimeError)."""
+        sharding = getattr(var._v, "sharding", None)
+        if isinstance(sharding, NamedSharding) and sharding.device_set != self._mesh_device_set():
+            raise _mixing(self, f"the strategy that created variable {getattr(var, 'name', '?')!r} (replicated over "
+                                f"{len(sharding.device_set)} other device(s))")
+
+    def _mesh_device_set(self) -> set:
+        return set(self._mesh.devices.flat)
 
     def _build_pass(self, fn: Callable, leaves: list, treedef: Any, arrays: list) -> None:
         """Create the step's variables (optimizer slots, lazily built layers) by running replica 0 eagerly.
@@ -540,6 +614,12 @@ class Strategy:
             tf.Tensor(3.0, shape=(), dtype=float32)
         """
         op = _op(reduce_op)
+        if isinstance(value, _MergeValue):  # inside merge_call in the SPMD step: a collective
+            x = value._tensor._value
+            x = jax.lax.psum(x, _AXIS) if op is ReduceOp.SUM else _pmean(x)
+            if axis is not None:
+                x = jnp.sum(x, axis) if op is ReduceOp.SUM else _mean(x, axis)
+            return Tensor(x)
         if isinstance(value, PerReplica):
             arr = value._tensor._value
             n = value._n
@@ -561,6 +641,54 @@ class Strategy:
             total = (total / count).astype(arr.dtype) if jnp.issubdtype(arr.dtype, jnp.inexact) else total // count
         return Tensor(_ctx.host_value(total))
 
+    # --- strategy.extended (the strategy itself): what an optimizer's merge_fn calls -----------
+
+    def reduce_to(self, reduce_op: Any, value: Any, destinations: Any = None, options: Any = None) -> Tensor:
+        """Combine the replicas' values of ``value`` (``strategy.extended.reduce_to``); ``destinations`` is ignored.
+
+        Example:
+            >>> import tapejax as tf
+            >>> s = tf.distribute.OneDeviceStrategy("/cpu:0")
+            >>> print(s.extended.reduce_to("MEAN", tf.constant(4.0), destinations=None))
+            tf.Tensor(4.0, shape=(), dtype=float32)
+        """
+        return self.reduce(reduce_op, value, axis=None)
+
+    def batch_reduce_to(self, reduce_op: Any, value_destination_pairs: Any, options: Any = None) -> list:
+        """``reduce_to`` of each ``(value, destinations)`` pair (``strategy.extended.batch_reduce_to``)."""
+        return [self.reduce_to(reduce_op, v, d, options) for v, d in value_destination_pairs]
+
+    def update(self, var: Any, fn: Callable, args: tuple = (), kwargs: dict | None = None, group: bool = True) -> Any:
+        """Run ``fn(var, *args, **kwargs)`` to update a replicated variable (``strategy.extended.update``).
+
+        The variable has one (replicated) value, so the update runs once on it;
+        distributed arguments give this replica's value (TF's per-device
+        component). Inside the SPMD step every replica computes the same update
+        from reduced values; an update that differs between replicas raises as
+        any such write does.
+
+        Example:
+            >>> import tapejax as tf
+            >>> s = tf.distribute.OneDeviceStrategy("/cpu:0")
+            >>> with s.scope():
+            ...     v = tf.Variable(1.0)
+            >>> _ = s.extended.update(v, lambda var, d: var.assign_sub(d), args=(tf.constant(0.25),))
+            >>> float(v.numpy())
+            0.75
+        """
+        args, kwargs = jax.tree_util.tree_map(lambda x: x._tensor if isinstance(x, _MergeValue) else x,
+                                              (tuple(args), dict(kwargs or {})), is_leaf=_is_leaf)
+        return fn(var, *args, **kwargs)
+
+    def value_container(self, value: Any) -> Any:
+        return value
+
+    @property
+    def worker_devices(self) -> tuple:
+        """The replicas' devices, as TF names them (``/job:localhost/replica:0/task:0/device:CPU:0``)."""
+        return tuple(f"/job:localhost/replica:0/task:{d.process_index}/device:{d.platform.upper()}:{d.id}"
+                     for d in self._devices)
+
     def experimental_local_results(self, value: Any) -> tuple:
         """This process's replicas' values of ``value`` as a tuple (a plain value: ``(value,)``)."""
         if isinstance(value, PerReplica):
@@ -569,6 +697,8 @@ class Strategy:
 
     def gather(self, value: Any, axis: int) -> Tensor:
         """Concatenate the replicas' values along ``axis`` (``strategy.gather``)."""
+        if isinstance(value, _MergeValue):
+            return Tensor(jax.lax.all_gather(value._tensor._value, _AXIS, axis=axis, tiled=True))
         if not isinstance(value, PerReplica):
             return convert_to_tensor(value)
         arr = value._tensor._value

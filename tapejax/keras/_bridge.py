@@ -31,6 +31,7 @@ import numpy as np
 
 from .._core._recorder import Primitive, Tensor, VariableBase, _next_id, bind, suspended
 from .._ops._tensor import TensorShape
+from .._tf import _distribute_ctx as _dctx
 from .._tf._distribute_ctx import VariableAggregation, VariableSynchronization, note_variable
 from .._tf._jnp_wrap import _DATA, _freeze, _is_data, _is_leaf, _thaw
 from .._tf._variable import Variable
@@ -151,6 +152,13 @@ class KerasVariable(Variable):
 
     @_v.setter
     def _v(self, value: Any) -> None:
+        layout = getattr(self._kv, "_layout", None)
+        if layout is not None and isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
+            # Created under a tf.distribute scope: it stays replicated whatever assigns it, as Keras's
+            # own assign keeps it (a no-op when the value already is).
+            from keras.src.backend.jax.distribution_lib import distribute_tensor
+
+            value = distribute_tensor(value, layout)
         self._kv._value = value
 
     @property
@@ -195,6 +203,59 @@ class KerasVariable(Variable):
     def __repr__(self) -> str:
         return (f"<KerasVariable path={self._kv.path}, shape={tuple(self._kv.shape)}, dtype={self._kv.dtype}, "
                 f"numpy=\n{np.asarray(self._value)!r}>")
+
+
+# ---- tf.distribute scopes place the variables Keras creates --------------------------------
+
+
+class _KerasDistribution(threading.local):
+    following: bool = False  # whether Keras's distribution is the one set for a tf.distribute scope
+    saved: Any = None  # the distribution the user had set before the scope
+
+
+_kdist = _KerasDistribution()
+
+
+def _data_parallel(strategy: Any) -> Any:
+    """Keras 3's ``DataParallel`` over exactly the strategy's ``('batch',)`` mesh (one per strategy)."""
+    dp = strategy.__dict__.get("_keras_distribution")
+    if dp is None:
+        from keras.src.distribution import distribution_lib as kdl
+
+        # auto_shard_dataset=False: tapejax's trainer splits the batches itself (the strategy's
+        # batch sharding), so Keras's data adapters must not ask for a tf.data dataset per worker.
+        dp = kdl.DataParallel(devices=list(strategy._devices), auto_shard_dataset=False)
+        # The same Mesh object: a variable Keras places compares equal to the strategy's replicated
+        # sharding, so strategy.run never copies it again.
+        dp.device_mesh._backend_mesh = strategy._mesh
+        strategy.__dict__["_keras_distribution"] = dp
+    return dp
+
+
+def _follow_strategy(strategy: Any) -> None:
+    """Keep Keras's own distribution in step with the ``tf.distribute`` scope.
+
+    Inside ``strategy.scope()`` Keras's ``DataParallel`` over the strategy's mesh is
+    set, so each variable Keras creates there (layers, metrics) is replicated
+    (``NamedSharding(mesh, P())``) when it is created, and stays so when
+    assigned (``set_weights``); outside every scope, the distribution the user
+    had (normally none) is back. TF's Keras likewise creates a model's variables
+    mirrored under the scope.
+    """
+    from keras.src.distribution import distribution_lib as kdl
+
+    if strategy is not None and strategy is not _dctx.default_strategy:
+        if not _kdist.following:
+            _kdist.saved, _kdist.following = kdl.distribution(), True
+        kdl.set_distribution(_data_parallel(strategy))
+    elif _kdist.following:
+        kdl.set_distribution(_kdist.saved)
+        _kdist.saved, _kdist.following = None, False
+
+
+_dctx.scope_listeners.append(_follow_strategy)
+# tf.keras is imported on first use, often inside the scope that its first model is built in.
+_follow_strategy(_dctx.stacks.strategies[-1] if _dctx.stacks.strategies else None)
 
 
 def mirror(v: Any) -> Any:

@@ -25,6 +25,7 @@ from keras.src.backend.common.masking import get_keras_mask as _get_keras_mask  
 from keras.src.layers.layer import CallSpec  # noqa: E402
 
 from .._core._recorder import Tensor, VariableBase
+from .._tf import _distribute_ctx as _dctx
 from ._bridge import (
     StatelessScope,
     in_stateless_scope,
@@ -111,6 +112,13 @@ def _adapt_init_args(cls: type, args: tuple, kwargs: dict) -> tuple:
     return args, kwargs
 
 
+def _not_in_spmd_trace() -> None:
+    # A layer built lazily inside strategy.run's traced SPMD step would give its new variables
+    # traced values; the strategy builds them eagerly first (TF creates them on the first run too).
+    if _dctx.in_spmd_trace():
+        raise _dctx.VariableCreationInReplica()
+
+
 class LayerMixin:
     """What ``tf.keras`` adds to a Keras 3 layer: calls on the tape, variables as ``tf.Variable``."""
 
@@ -174,6 +182,7 @@ class LayerMixin:
     def _tapejax_build(self, args: tuple, kwargs: dict) -> None:
         if self.built:
             return
+        _not_in_spmd_trace()
         if native_build_needed(self):
             spec_kwargs = _specs(dict(kwargs))
             call_spec = CallSpec(self._call_signature, self._call_context_args, _specs(args), spec_kwargs)
@@ -206,6 +215,7 @@ class LayerMixin:
     def _tapejax_op_call(self, args: tuple, kwargs: dict) -> Any:
         kwargs = dict(kwargs)
         if not self.built:
+            _not_in_spmd_trace()
             spec_kwargs = _specs(dict(kwargs))
             call_spec = CallSpec(self._call_signature, self._call_context_args, _specs(args), spec_kwargs)
             with self._open_name_scope():

@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Any
 
@@ -127,6 +128,23 @@ def _uneven_batch(model: Any, kind: str, batch: Any) -> Any:
         fn = f if model.run_eagerly else tf.function(f)
         steps[(kind, None)] = fn
     return fn(_to_tensors(batch))
+
+
+@contextlib.contextmanager
+def _partial_execution_ok(iterator: EpochIterator) -> Any:
+    """Silence Keras's "input ran out of data" warning for the last, shorter execution of an epoch.
+
+    With ``steps_per_execution=k`` and a batch count not divisible by k, Keras's
+    ``EpochIterator`` fills the last execution's buffer past the end of the data and
+    warns although nothing is missing; the warning stays when the data really runs
+    out (``steps_per_epoch`` larger than the data, or an unknown size).
+    """
+    if iterator.steps_per_execution > 1 and iterator.steps_per_epoch is None and iterator.num_batches:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Your input ran out of data")
+            yield
+    else:
+        yield
 
 
 class TapeTrainer:
@@ -236,6 +254,13 @@ class TapeTrainer:
     def _tapejax_replicas(self) -> Any:
         """The strategy ``fit``/``evaluate``/``predict`` split each batch over, or None for one replica."""
         s = self.distribute_strategy
+        cur = _dctx.stacks.strategies[-1] if _dctx.stacks.strategies else None
+        if cur is not None and s is not cur:
+            # TF's Keras: a model is trained by the strategy it was created under.
+            raise RuntimeError(
+                f"Mixing different tf.distribute.Strategy objects: {cur} is not {s}. Train the model outside any "
+                "scope or under the scope of the strategy it was created under (model.distribute_strategy)."
+            )
         if s is None or s is _dctx.default_strategy or int(s.num_replicas_in_sync) < 2:
             return None
         return s
@@ -299,6 +324,46 @@ class TapeTrainer:
             return fn(strategy._distribute_global(_to_tensors(batch)))
         return fn(_to_tensors(batch))
 
+    def _run_steps(self, kind: str, fn: Any, batches: list) -> Any:
+        """One execution: ``len(batches)`` steps (``compile(steps_per_execution=k)``) as ONE compiled program.
+
+        TF's trainer runs ``steps_per_execution`` steps inside one ``tf.function`` call; so does
+        this, each step ``strategy.run`` under a strategy. Returns the last step's logs (predict:
+        every step's outputs). A batch the replicas cannot split evenly runs its steps one at a time.
+        """
+        if len(batches) == 1:
+            out = self._run_step(kind, fn, batches[0])
+            return [out] if kind == "predict" else out
+        strategy = self._tapejax_replicas()
+        if strategy is not None:
+            n = int(strategy.num_replicas_in_sync)
+            for b in batches:
+                sizes = {np.shape(a)[0] for a in tree.flatten(b) if a is not None and np.ndim(a) > 0}
+                if len(sizes) != 1 or next(iter(sizes)) % n:
+                    outs = [self._run_step(kind, fn, b) for b in batches]
+                    return outs if kind == "predict" else outs[-1]
+            data = tuple(strategy._distribute_global(_to_tensors(b)) for b in batches)
+        else:
+            data = tuple(_to_tensors(b) for b in batches)
+        steps = self.__dict__.setdefault("_tapejax_steps", {})
+        multi = steps.get((kind, strategy, "execution"))
+        if multi is None:
+            one = getattr(self, f"{kind}_step")
+            if strategy is not None:
+                one = _replicated_step(strategy, one, kind)
+
+            def execution(batches: tuple) -> Any:
+                outs = [one(b) for b in batches]
+                return outs if kind == "predict" else outs[-1]
+
+            execution.__name__ = f"multi_step_{kind}_function"
+            multi = execution if self.run_eagerly else tf.function(execution)
+            steps[(kind, strategy, "execution")] = multi
+        return multi(data)
+
+    def _steps_per_execution(self) -> int:
+        return max(1, int(getattr(self, "steps_per_execution", 1) or 1))
+
     def make_train_function(self, force: bool = False) -> Any:
         if force:
             self.__dict__["_tapejax_steps"] = {}
@@ -345,7 +410,8 @@ class TapeTrainer:
         if validation_data is not None:
             val_x, val_y, val_sample_weight = data_adapter_utils.unpack_x_y_sample_weight(validation_data)
         epoch_iterator = EpochIterator(x=x, y=y, sample_weight=sample_weight, batch_size=batch_size,
-                                       steps_per_epoch=steps_per_epoch, shuffle=shuffle, class_weight=class_weight)
+                                       steps_per_epoch=steps_per_epoch, shuffle=shuffle, class_weight=class_weight,
+                                       steps_per_execution=self._steps_per_execution())
         self._tapejax_prepare(epoch_iterator)
         epoch_iterator.reset()
         if not isinstance(callbacks, _callback_list.CallbackList):
@@ -360,10 +426,10 @@ class TapeTrainer:
         for epoch in range(initial_epoch, epochs):
             self.reset_metrics()
             callbacks.on_epoch_begin(epoch)
-            with epoch_iterator.catch_stop_iteration():
+            with epoch_iterator.catch_stop_iteration(), _partial_execution_ok(epoch_iterator):
                 for begin_step, end_step, batch in epoch_iterator:
                     callbacks.on_train_batch_begin(begin_step)
-                    logs = _pythonify(self._run_step("train", train_function, batch[0]))
+                    logs = _pythonify(self._run_steps("train", train_function, batch))
                     callbacks.on_train_batch_end(end_step, logs)
                     if self.stop_training:
                         break
@@ -386,7 +452,7 @@ class TapeTrainer:
         self._assert_compile_called("evaluate")
         x, y, sample_weight = _to_numpy((x, y, sample_weight))
         epoch_iterator = EpochIterator(x=x, y=y, sample_weight=sample_weight, batch_size=batch_size,
-                                       steps_per_epoch=steps, shuffle=False)
+                                       steps_per_epoch=steps, shuffle=False, steps_per_execution=self._steps_per_execution())
         self._tapejax_prepare(epoch_iterator)
         epoch_iterator.reset()
         if not isinstance(callbacks, _callback_list.CallbackList):
@@ -397,10 +463,10 @@ class TapeTrainer:
         callbacks.on_test_begin()
         logs: dict = {}
         self.reset_metrics()
-        with epoch_iterator.catch_stop_iteration():
+        with epoch_iterator.catch_stop_iteration(), _partial_execution_ok(epoch_iterator):
             for begin_step, end_step, batch in epoch_iterator:
                 callbacks.on_test_batch_begin(begin_step)
-                logs = _pythonify(self._run_step("test", test_function, batch[0]))
+                logs = _pythonify(self._run_steps("test", test_function, batch))
                 callbacks.on_test_batch_end(end_step, logs)
                 if self.stop_evaluating:
                     break
@@ -412,7 +478,8 @@ class TapeTrainer:
 
     def predict(self, x: Any, batch_size: Any = None, verbose: Any = "auto", steps: Any = None, callbacks: Any = None) -> Any:
         x = _to_numpy(x)
-        epoch_iterator = EpochIterator(x=x, batch_size=batch_size, steps_per_epoch=steps, shuffle=False)
+        epoch_iterator = EpochIterator(x=x, batch_size=batch_size, steps_per_epoch=steps, shuffle=False,
+                                       steps_per_execution=self._steps_per_execution())
         if not all(layer.built for layer in self._flatten_layers()):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -425,12 +492,13 @@ class TapeTrainer:
         self.stop_predicting = False
         callbacks.on_predict_begin()
         batches = []
-        with epoch_iterator.catch_stop_iteration():
+        with epoch_iterator.catch_stop_iteration(), _partial_execution_ok(epoch_iterator):
             for begin_step, end_step, batch in epoch_iterator:
                 callbacks.on_predict_batch_begin(begin_step)
-                out = self._run_step("predict", predict_function, batch[0])
-                out = jax.tree_util.tree_map(np.asarray, out, is_leaf=lambda t: isinstance(t, Tensor))
-                batches.append(out)
+                outs = self._run_steps("predict", predict_function, batch)
+                outs = [jax.tree_util.tree_map(np.asarray, o, is_leaf=lambda t: isinstance(t, Tensor)) for o in outs]
+                batches.extend(outs)
+                out = outs[-1] if len(outs) == 1 else jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *outs)
                 callbacks.on_predict_batch_end(end_step, {"outputs": out})
                 if self.stop_predicting:
                     break
