@@ -89,3 +89,9 @@ __all__ = sorted(
         *_MODULE_BRANCH,
     }
 )
+
+# ---- guides branch (issue 17): tf.types ----
+from .. import types  # noqa: E402
+
+__all__ = sorted({*__all__, "types"})
+# ---- end guides branch ----
