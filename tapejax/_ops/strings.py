@@ -448,28 +448,48 @@ def length(input: Any, unit: str = "BYTE", name: str | None = None) -> Tensor:
     return _num(_map(f, a, np.int32))
 
 
-def split(input: Any, sep: Any = None, maxsplit: int = -1, name: str | None = None) -> Tensor:
-    """Split a scalar string into a 1-D string tensor, as ``tf.strings.split`` (whitespace by default).
+# tf.RaggedTensor lives in the tf layer (_tf/_ragged.py), which registers how to build one here.
+_RAGGED_BUILDER: Callable | None = None
 
-    TF returns a RaggedTensor for a batch of strings; tapejax has no ragged tensors, so
-    only a scalar input is accepted (NotImplementedError otherwise).
+
+def set_ragged_builder(fn: Callable) -> None:
+    global _RAGGED_BUILDER
+    _RAGGED_BUILDER = fn
+
+
+def _per_string(a: np.ndarray, parts_of: Callable, otype: Any = object) -> Any:
+    """A scalar string's parts as a 1-D tensor; a batch's as a RaggedTensor (one row per string), as TF."""
+    if a.ndim == 0:
+        parts = parts_of(a.item())
+        arr = np.asarray(parts, dtype=otype).reshape(-1) if len(parts) else np.empty((0,), otype)
+        return _out(arr) if otype is object else _num(arr)
+    rows = [parts_of(x) for x in a.reshape(-1)]
+    flat = [p for r in rows for p in r]
+    values = np.asarray(flat, dtype=otype).reshape(-1) if flat else np.empty((0,), otype)
+    assert _RAGGED_BUILDER is not None
+    return _RAGGED_BUILDER(values, np.asarray([len(r) for r in rows], np.int64), a.shape)
+
+
+def split(input: Any, sep: Any = None, maxsplit: int = -1, name: str | None = None) -> Any:
+    """Split strings (whitespace by default), as ``tf.strings.split``: a scalar gives a 1-D string
+    tensor, a batch a RaggedTensor with one row per string.
 
     Example:
         >>> import tapejax as tf
         >>> tf.strings.split(tf.constant("a,b,,c"), sep=",").numpy().tolist()
         [b'a', b'b', b'', b'c']
+        >>> print(tf.strings.split(tf.constant(["a b", "c"])))
+        <tf.RaggedTensor [[b'a', b'b'], [b'c']]>
     """
     a = _str_array(input)
-    if a.ndim != 0:
-        raise NotImplementedError("tf.strings.split of a batch of strings returns a RaggedTensor in TF, which tapejax "
-                                  "does not have: split each scalar string, or use Python's bytes.split on .numpy().")
-    s = a.item()
-    if sep is None or sep == "":
-        parts = s.split(None, maxsplit) if maxsplit >= 0 else s.split()
-    else:
+
+    def parts_of(s: bytes) -> list:
+        if sep is None or sep == "":
+            return s.split(None, maxsplit) if maxsplit >= 0 else s.split()
         b = sep.encode() if isinstance(sep, str) else sep
-        parts = s.split(b, maxsplit)
-    return _out(np.asarray(parts, dtype=object).reshape(-1) if parts else np.empty((0,), object))
+        return s.split(b, maxsplit)
+
+    return _per_string(a, parts_of)
 
 
 def _bytes_map(fn: Callable) -> Callable:
@@ -557,23 +577,15 @@ def regex_replace(input: Any, pattern: str, rewrite: str, replace_global: bool =
     return _out(_map(lambda x: rx.sub(rw, x, count=0 if replace_global else 1), _str_array(input)))
 
 
-def _scalar_only(a: np.ndarray, op: str) -> bytes:
-    if a.ndim != 0:
-        raise NotImplementedError(f"tf.strings.{op} of a batch of strings returns a RaggedTensor in TF, which tapejax "
-                                  "does not have: apply it to each scalar string.")
-    return a.item()
-
-
-def bytes_split(input: Any, name: str | None = None) -> Tensor:
-    """The bytes of a scalar string, one per element, as ``tf.strings.bytes_split``.
+def bytes_split(input: Any, name: str | None = None) -> Any:
+    """The bytes of each string, one per element, as ``tf.strings.bytes_split`` (a batch gives a RaggedTensor).
 
     Example:
         >>> import tapejax as tf
         >>> tf.strings.bytes_split(tf.constant("Duck")).numpy().tolist()
         [b'D', b'u', b'c', b'k']
     """
-    b = _scalar_only(_str_array(input), "bytes_split")
-    return _out(np.asarray([b[i:i + 1] for i in range(len(b))], dtype=object).reshape(-1))
+    return _per_string(_str_array(input), lambda b: [b[i:i + 1] for i in range(len(b))])
 
 
 def unicode_split(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,
@@ -585,8 +597,8 @@ def unicode_split(input: Any, input_encoding: str, errors: str = "replace", repl
         >>> tf.strings.unicode_split(tf.constant("né"), "UTF-8").numpy().tolist()
         [b'n', b'\xc3\xa9']
     """
-    text = _scalar_only(_str_array(input), "unicode_split").decode(input_encoding.lower().replace("_", "-"), "replace")
-    return _out(np.asarray([c.encode("utf-8") for c in text], dtype=object).reshape(-1))
+    enc = input_encoding.lower().replace("_", "-")
+    return _per_string(_str_array(input), lambda b: [c.encode("utf-8") for c in b.decode(enc, "replace")])
 
 
 def unicode_decode(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,
@@ -598,8 +610,8 @@ def unicode_decode(input: Any, input_encoding: str, errors: str = "replace", rep
         >>> tf.strings.unicode_decode(tf.constant("né"), "UTF-8").numpy().tolist()
         [110, 233]
     """
-    text = _scalar_only(_str_array(input), "unicode_decode").decode(input_encoding.lower().replace("_", "-"), "replace")
-    return Tensor(jnp.asarray(np.asarray([ord(c) for c in text], np.int32).reshape(-1)))
+    enc = input_encoding.lower().replace("_", "-")
+    return _per_string(_str_array(input), lambda b: [ord(c) for c in b.decode(enc, "replace")], np.int32)
 
 
 def unicode_encode(input: Any, output_encoding: str, errors: str = "replace", replacement_char: int = 65533,

@@ -90,8 +90,9 @@ __all__ = sorted(
     }
 )
 
-# ---- guides branch (issue 17): tf.types ----
-from .. import types  # noqa: E402
+# ---- guides branch (issue 17): tf.types, tf.ragged ----
+from .. import ragged, types  # noqa: E402
+from ._ragged import RaggedTensor  # noqa: E402
 
-__all__ = sorted({*__all__, "types"})
+__all__ = sorted({*__all__, "types", "ragged", "RaggedTensor"})
 # ---- end guides branch ----
