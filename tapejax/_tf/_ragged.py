@@ -325,7 +325,8 @@ class RaggedTensor:
     def _row(self, i: int) -> Any:
         n = self.nrows_static()
         if not -n <= i < n:
-            raise errors_invalid(f"slice index {i} of dimension 0 out of bounds.")
+            # TF's eager RaggedTensor raises IndexError here (a dense tensor InvalidArgumentError)
+            raise IndexError(f"index {i} is out of bounds for a RaggedTensor with {n} rows")
         i %= n
         s = self._splits()
         a, b = int(s[i]), int(s[i + 1])

@@ -191,6 +191,52 @@ def types_module(tf):
     return r
 
 
+@case
+def ragged_guide(tf):
+    # tensor guide cells 40, 41, 46 and the RaggedTensor basics (row partitions are compared as
+    # lists: TF's are int64, tapejax's int32 without x64, the documented x64 rule)
+    rt = tf.ragged.constant([[0, 1, 2, 3], [4, 5], [6, 7, 8], [9]])
+    print(rt)
+    print(rt.shape)
+    print(tf.strings.split(tf.constant(["Gray wolf", "Quick brown fox", "Lazy dog"])))
+    r3 = tf.ragged.constant([[[1, 2], [3]], [[4]]])
+    print(r3, r3.shape, r3.ragged_rank, r3[0], r3[0][0])
+    print(tf.ragged.constant([[1.5], [2.0, 3.0]]), tf.ragged.constant([["a", "b"], ["c"]]))
+    print(rt + 1, rt * 2, rt + rt, -rt, rt == rt, rt[1:3])
+    print(tf.ragged.map_flat_values(tf.ones_like, rt))
+    print(tf.RaggedTensor.from_row_lengths([1, 2, 3, 4], [2, 0, 2]))
+    print(tf.RaggedTensor.from_row_splits([1, 2, 3, 4], [0, 2, 2, 4]))
+    print(tf.RaggedTensor.from_value_rowids([1, 2, 3], [0, 0, 2], nrows=4))
+    print(rt.with_flat_values(rt.flat_values * 10))
+    print(tf.ragged.constant([[], [1]]), tf.ragged.constant([[], [1]]).dtype)
+    return [rt.to_tensor(), rt.to_tensor(default_value=-1, shape=[4, 2]), rt[0], rt[1, 1], rt[-1], rt.flat_values,
+            rt.row_lengths().numpy().tolist(), rt.row_splits.numpy().tolist(), r3.to_tensor(), rt.to_list(),
+            rt.bounding_shape().numpy().tolist(), int(rt.nrows())]
+
+
+@case
+def ragged_gradient(tf):
+    v = tf.Variable([1.0, 2.0, 3.0])
+    with tf.GradientTape() as tape:
+        rt = tf.RaggedTensor.from_row_lengths(v * 1.0, [2, 1])
+        y = tf.reduce_sum((rt * rt + 1.0).to_tensor(default_value=7.0) * tf.constant([[1.0, 10.0], [100.0, 1000.0]]))
+    return [y, tape.gradient(y, v)]
+
+
+@case
+def ragged_bad_input(tf):
+    out = []
+    for make in [lambda: tf.ragged.constant([[1, [2]]]), lambda: tf.RaggedTensor.from_row_splits([1, 2], [0, 3]),
+                 lambda: tf.ragged.constant([[1, 2], [3]]) + tf.ragged.constant([[1], [2, 3]]),
+                 lambda: tf.ragged.constant([[1, 2], [3]])[5]]:
+        try:
+            make()
+            out.append("ok")
+        except Exception as e:  # noqa: BLE001
+            out.append(type(e).__name__)
+    return out
+
+
 @pytest.mark.parametrize("fn", CASES, ids=[c.__name__ for c in CASES])
 def test_guide_api_matches_tf(fn, real_tf):
     want = run(fn, real_tf)
