@@ -136,6 +136,10 @@ _SINGLETON = (
 # --- capturing variables while a trace runs ---------------------------------------------------------
 
 
+# Called with (function, entry) after each new trace (tf.summary.trace_on collects graphs).
+TRACE_LISTENERS: list = []
+
+
 class _CreatedInBody(Exception):
     """A variable was created inside a control-flow body during the first trace."""
 
@@ -709,6 +713,8 @@ class Function:
             return [outs[k] for k in keep]
 
         entry.flat_pure = flat_pure
+        for listener in TRACE_LISTENERS:
+            listener(self, entry)
 
     def _count_trace(self, key: Any) -> None:
         tf_key = self._tf_key(key)

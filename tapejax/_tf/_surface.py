@@ -90,9 +90,9 @@ __all__ = sorted(
     }
 )
 
-# ---- guides branch (issue 17): tf.types, tf.ragged ----
-from .. import ragged, types  # noqa: E402
+# ---- guides branch (issue 17): tf.types, tf.ragged, tf.summary, tf.profiler ----
+from .. import profiler, ragged, summary, types  # noqa: E402
 from ._ragged import RaggedTensor  # noqa: E402
 
-__all__ = sorted({*__all__, "types", "ragged", "RaggedTensor"})
+__all__ = sorted({*__all__, "types", "ragged", "RaggedTensor", "summary", "profiler"})
 # ---- end guides branch ----
