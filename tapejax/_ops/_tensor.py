@@ -353,7 +353,12 @@ jax.tree_util.register_pytree_node(Tensor, _flatten_tensor, _unflatten_tensor)
 
 def _infer_dtype(value: Any) -> np.dtype:
     """TF's inference for Python values: bool -> bool, int -> int32, float -> float32, complex -> complex128."""
-    a = np.asarray(value)
+    try:
+        a = np.asarray(value)
+    except ValueError as e:
+        if isinstance(value, list | tuple) and ("inhomogeneous" in str(e) or "sequence" in str(e)):
+            raise ValueError("Can't convert non-rectangular Python sequence to Tensor.") from None
+        raise
     if a.dtype.kind in "SU":
         return np.dtype(object)
     if isinstance(value, np.ndarray | np.generic):

@@ -962,17 +962,23 @@ class ConcreteFunction:
         if len(args) < len(self._args):
             # Keyword arguments for parameters this trace took positionally, and the Python values
             # it was traced with, are bound as TF binds them.
+            # (TF's concrete function takes only the tensor arguments, positionally or by name.)
             params = _param_names(self._function._python_function, len(self._args))
             kwargs = dict(kwargs)
-            fill = []
-            for i in range(len(args), len(self._args)):
-                if i < len(params) and params[i] in kwargs:
-                    fill.append(kwargs.pop(params[i]))
-                elif not any(isinstance(x, TensorSpec) for x in jax.tree_util.tree_leaves(self._args[i])):
-                    fill.append(self._args[i])
+            given = iter(args)
+            full: list = []
+            for i, spec in enumerate(self._args):
+                name = params[i] if i < len(params) else None
+                if not any(isinstance(x, TensorSpec) for x in jax.tree_util.tree_leaves(spec)):
+                    full.append(spec)
+                elif name in kwargs:
+                    full.append(kwargs.pop(name))
                 else:
-                    break
-            args = tuple(args) + tuple(fill)
+                    nxt = next(given, given)
+                    if nxt is given:
+                        break
+                    full.append(nxt)
+            args = tuple(full) + tuple(given)
         for k, v in self._kwargs.items():
             if k not in kwargs and not any(isinstance(x, TensorSpec) for x in jax.tree_util.tree_leaves(v)):
                 kwargs[k] = v

@@ -237,6 +237,47 @@ def ragged_bad_input(tf):
     return out
 
 
+@case
+def unread_variable(tf):
+    var = tf.Variable([0.0, 0.0, 0.0])
+    a = var.assign([1, 2, 3])
+    print(repr(a))
+    b = a.assign_add([1, 1, 1])
+    print(repr(b), repr(var), a.name, var.name, isinstance(a, tf.Variable), a is var)
+    print(var.assign_sub([1.0, 1.0, 1.0], read_value=False))
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(var.assign([1.0, 2.0, 3.0]) * 2.0)
+    return [a + 1, tape.gradient(y, var), a.numpy().tolist()]
+
+
+@case
+def non_rectangular(tf):
+    try:
+        tf.constant([[0, 1, 2, 3], [4, 5], [6, 7, 8], [9]])
+    except Exception as e:  # noqa: BLE001
+        print(f"{type(e).__name__}: {e}")
+
+
+@case
+def concrete_function_binds_python_arguments(tf):
+    class SimpleModel(tf.Module):
+        def __init__(self):
+            self.weight = tf.Variable(2.0)
+            self.bias = tf.constant(1.0)
+
+    x = tf.constant(3.0)
+
+    def evaluate(model, x):
+        return model.weight * x + model.bias
+
+    model = SimpleModel()
+    no_bias = tf.function(evaluate).get_concrete_function(model, x)
+    r = [no_bias(x)]
+    model.bias += 5.0
+    with_bias = tf.function(evaluate).get_concrete_function(model, x)
+    return r + [with_bias(x), no_bias(x), no_bias(x=x)]
+
+
 @pytest.mark.parametrize("fn", CASES, ids=[c.__name__ for c in CASES])
 def test_guide_api_matches_tf(fn, real_tf):
     want = run(fn, real_tf)
