@@ -186,3 +186,38 @@ def test_random_string_programs_compiled_match_eager(words, ops, tail):
     got = tf.function(program)(s)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_tf_print_of_traced_and_constant_strings_in_a_step(capfd):
+    import sys
+
+    @tf.function
+    def p(s):
+        tf.print("value:", s, tf.constant("c"), tf.strings.length(s), output_stream=sys.stdout)
+        return s
+
+    p(tf.constant(["ab", "c"]))
+    p(tf.constant(["xyz", ""]))
+    assert capfd.readouterr().out == 'value: ["ab" "c"] "c" [2 1]\nvalue: ["xyz" ""] "c" [3 0]\n'
+
+
+def test_unsupported_string_uses_in_a_step_raise_type_error_saying_what_to_do():
+    v = tf.Variable("abc")
+
+    @tf.function
+    def assign():
+        v.assign(v + "d")
+
+    with pytest.raises(TypeError, match="string variable"):
+        assign()
+
+    @tf.function
+    def branch(s):
+        return tf.cond(tf.strings.length(s) > 1, lambda: s + "long", lambda: s)
+
+    with pytest.raises(TypeError, match="tf.where"):
+        branch(tf.constant("ab"))
+
+    # what the message suggests works
+    where = tf.function(lambda s: tf.where(tf.strings.length(s) > 1, s + "long", s))
+    assert where(tf.constant(["ab", "a"])).numpy().tolist() == [b"ablong", b"a"]

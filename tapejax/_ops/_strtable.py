@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import jax
 import numpy as np
 
 from .. import errors
@@ -125,3 +126,8 @@ def lookup(ids: Any) -> np.ndarray:
                     f"{_GENERATION} other strings were made while it ran. Call it again with fewer strings in flight.")
             out[i] = s
     return out.reshape(a.shape)
+
+
+# A pytree of its ids: JAX transformations over Tensors (control-flow branches and bodies, vmap)
+# carry traced strings through as integers and give StrIds back.
+jax.tree_util.register_pytree_node(StrIds, lambda s: ((s.ids,), None), lambda _, c: StrIds(c[0]))

@@ -168,6 +168,11 @@ class _Capture:
             return
         self._seen.add(uid)
         v = var._v
+        if is_string_value(v):
+            raise TypeError(
+                f"The string variable {getattr(var, '_name', 'Variable')!r} is read or assigned inside a compiled "
+                "tapejax.function, which carries string tensors but not string variables: pass its value as an "
+                "argument and assign the result outside the function.")
         tracer = self.trace.new_arg(_jcore.typeof(v), _siu.current())
         self.inputs.append(var)
         self.input_vals.append(tracer)
