@@ -133,8 +133,11 @@ class Graph:
         ... def double(a):
         ...     return a + a
         >>> g = double.get_concrete_function(tf.constant(1)).graph
-        >>> [f"{n.input} -> {n.name}" for n in g.as_graph_def().node]
-        ["[] -> a", "['a', 'a'] -> add", "['add'] -> Identity"]
+        >>> for n in g.as_graph_def().node:
+        ...     print(n.input, "->", n.name)
+        [] -> a
+        ['a', 'a'] -> add
+        ['add'] -> Identity
         >>> g.get_operations()[1]
         <tf.Operation 'add' type=AddV2>
     """
