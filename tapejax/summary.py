@@ -15,12 +15,14 @@ import types as _pytypes
 
 from ._tf._summary import (
     SummaryWriter,
+    audio,
     create_file_writer,
     create_noop_writer,
     flush,
     get_step,
     graph,
     histogram,
+    image,
     record_if,
     scalar,
     set_step,
@@ -38,5 +40,5 @@ experimental.get_step = get_step  # type: ignore[attr-defined]
 experimental.set_step = set_step  # type: ignore[attr-defined]
 experimental.summary_scope = summary_scope  # type: ignore[attr-defined]
 
-__all__ = ["SummaryWriter", "create_file_writer", "create_noop_writer", "experimental", "flush", "graph", "histogram",
+__all__ = ["SummaryWriter", "audio", "image", "create_file_writer", "create_noop_writer", "experimental", "flush", "graph", "histogram",
            "record_if", "scalar", "should_record_summaries", "text", "trace_export", "trace_off", "trace_on", "write"]

@@ -33,7 +33,7 @@ from .._ops._tensor import convert_to_tensor
 from . import _function, _name_scope
 
 __all__ = [
-    "SummaryWriter", "create_file_writer", "create_noop_writer", "flush", "graph", "histogram", "record_if",
+    "SummaryWriter", "audio", "image", "create_file_writer", "create_noop_writer", "flush", "graph", "histogram", "record_if",
     "scalar", "should_record_summaries", "text", "trace_export", "trace_off", "trace_on", "write",
     "get_step", "set_step", "summary_scope", "profiler_start", "profiler_stop", "ProfilerOptions", "Trace",
     "Profile",
@@ -459,3 +459,16 @@ def Profile(logdir: str, options: ProfilerOptions | None = None) -> Iterator[Non
         yield
     finally:
         profiler_stop()
+
+
+def image(name: str, data: Any, step: Any = None, max_outputs: int = 3, description: str | None = None) -> Tensor:
+    """Not provided: raises NotImplementedError (PNG encoding is not part of tapejax)."""
+    raise NotImplementedError("tf.summary.image is not provided by tapejax: write the images with tensorboardX's "
+                              "SummaryWriter.add_images, or as a histogram/scalar summary.")
+
+
+def audio(name: str, data: Any, sample_rate: Any, step: Any = None, max_outputs: int = 3, encoding: Any = None,
+          description: str | None = None) -> Tensor:
+    """Not provided: raises NotImplementedError (WAV encoding is not part of tapejax)."""
+    raise NotImplementedError("tf.summary.audio is not provided by tapejax: write it with tensorboardX's "
+                              "SummaryWriter.add_audio.")
