@@ -397,7 +397,7 @@ class Function:
                         "(or a tensor); calls with any shape compatible with the input_signature still work."
                     )
                 key_parts.append(("T", tuple(dims), x.dtype._np))
-                arrays.append(jax.ShapeDtypeStruct(tuple(dims), np.int32 if x.dtype._np == object else x.dtype._np))
+                arrays.append(jax.ShapeDtypeStruct(tuple(dims), np.int32 if x.dtype._np is np.dtype(object) else x.dtype._np))
             elif hasattr(type(x), "__tf_tracing_type__"):
                 # TF's tracing protocol (tf.types.experimental.TraceType): traced by the type it gives.
                 key_parts.append(("P", "TraceType", x.__tf_tracing_type__(None)))
@@ -572,7 +572,7 @@ class Function:
         out = []
         for x in leaves:
             if isinstance(x, Tensor | np.ndarray | jax.Array | TensorSpec):
-                string = (x.dtype._np == object if isinstance(x, TensorSpec)
+                string = (x.dtype._np is np.dtype(object) if isinstance(x, TensorSpec)
                           else is_string_value(x._value if isinstance(x, Tensor) else x))
                 out.append(Tensor(StrIds(next(it)) if string else next(it)))
             else:
@@ -954,7 +954,7 @@ class ConcreteFunction:
             specs = [(n, x) for n, x in zip(names, leaves) if isinstance(x, TensorSpec)]
             out_strings = [s_[0] == "S" for s_ in self._entry.out_spec[1] if s_[0] != "P"]
             g = self._graph = _graph.Graph(
-                self._entry.closed, [n for n, _ in specs], [x.dtype._np == object for _, x in specs],
+                self._entry.closed, [n for n, _ in specs], [x.dtype._np is np.dtype(object) for _, x in specs],
                 len(out_strings), out_strings, self._entry.variables, self._entry.assigned, self.name)
         return g
 

@@ -2,14 +2,15 @@
 
 The event files are written with tensorboardX's synchronous ``EventsWriter`` (its record
 format and protos; TF's file name ``events.out.tfevents.<time>.<host>.<pid>.<n>.v2``, flushed
-every ``max_queue`` events, ``flush_millis``, ``flush()`` and on leaving ``as_default``); the summaries in them are TF 2's own: a scalar is a float32 tensor with the
-``scalars`` plugin, a histogram TF's ``[buckets, 3]`` float64 tensor of (left edge, right
-edge, count) with the ``histograms`` plugin (TF's bucketing), text a string tensor with the
-``text`` plugin, so TensorBoard and ``tf.compat.v1.train.summary_iterator`` read them as
-TF's. Inside a compiled ``tapejax.function`` a summary is written on every call, through
-an ordered ``jax.debug.callback`` (as ``tf.print``), and never again when a tape replays
-the program. ``trace_on``/``trace_export`` write the ``ConcreteFunction.graph`` of each
-function traced in between (see ``_tf/_graph.py``: the jaxpr's equations).
+every ``max_queue`` events, ``flush_millis``, ``flush()`` and on leaving ``as_default``). The
+summaries in them are TF 2's own: a scalar is a float32 tensor with the ``scalars`` plugin, a
+histogram TF's ``[buckets, 3]`` float64 tensor of (left edge, right edge, count) with the
+``histograms`` plugin (TF's bucketing), text a string tensor with the ``text`` plugin, so
+TensorBoard and ``tf.compat.v1.train.summary_iterator`` read them as TF's. Inside a compiled
+``tapejax.function`` a summary is written on every call, through an ordered
+``jax.debug.callback`` (as ``tf.print``), and never again when a tape replays the program.
+``trace_on``/``trace_export`` write the ``ConcreteFunction.graph`` of each function traced in
+between (see ``_tf/_graph.py``: the jaxpr's equations).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ import jax
 import numpy as np
 
 from .. import errors
-from .._core._recorder import Tensor, VariableBase
 from .._core import _recorder as _core
+from .._core._recorder import Tensor, VariableBase
 from .._ops._tensor import convert_to_tensor
 from . import _function, _name_scope
 
