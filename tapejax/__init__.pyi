@@ -19,11 +19,15 @@ from tapejax import linalg as linalg
 from tapejax import math as math
 from tapejax import nest as nest
 from tapejax import nn as nn
+from tapejax import profiler as profiler
+from tapejax import ragged as ragged
 from tapejax import random as random
 from tapejax import saved_model as saved_model
 from tapejax import sparse as sparse
 from tapejax import strings as strings
+from tapejax import summary as summary
 from tapejax import train as train
+from tapejax import types as types
 from tapejax._core._recorder import Tensor as Tensor
 from tapejax._engine._replay import cache_clear as replay_cache_clear
 from tapejax._engine._replay import cache_info as replay_cache_info
@@ -125,6 +129,7 @@ from tapejax._tf._interop import to_jax as to_jax
 from tapejax._tf._module import Module as Module
 from tapejax._tf._name_scope import name_scope as name_scope
 from tapejax._tf._print import print_ as print
+from tapejax._tf._ragged import RaggedTensor as RaggedTensor
 from tapejax._tf._tape_common import UnconnectedGradients as UnconnectedGradients
 from tapejax._tf._tensor_array import TensorArray as TensorArray
 from tapejax._tf._utils import device as device
@@ -230,6 +235,7 @@ __all__ = [
     'Module',
     'NoneGradientCause',
     'NoneGradientWarning',
+    'RaggedTensor',
     'SparseTensor',
     'Tensor',
     'TensorArray',
@@ -358,7 +364,9 @@ __all__ = [
     'pad',
     'pow',
     'print',
+    'profiler',
     'py_function',
+    'ragged',
     'random',
     'range',
     'rank',
@@ -408,6 +416,7 @@ __all__ = [
     'string',
     'strings',
     'subtract',
+    'summary',
     'switch_case',
     'tan',
     'tanh',
@@ -424,6 +433,7 @@ __all__ = [
     'truediv',
     'truncatediv',
     'truncatemod',
+    'types',
     'uint16',
     'uint32',
     'uint64',

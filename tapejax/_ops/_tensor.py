@@ -6,6 +6,7 @@ Operators (``+``, ``@``, ``[]``, ...) are attached by ``tapejax._ops.operators``
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from jax._src import core as _jcore
 
 from .._core._recorder import Tensor, VariableBase, read_variable
 from ._dtypes import DType, as_dtype, check_width, from_np
+from ._strtable import StrIds
 
 __all__ = ["Tensor", "TensorShape", "constant", "convert_to_tensor", "is_tensor", "Reference"]
 
@@ -194,7 +196,7 @@ def _concrete_or_none(v: Any) -> Any:
 
 
 def _numpy_text(value: Any, is_repr: bool) -> str:
-    if isinstance(value, jax.core.Tracer):
+    if isinstance(value, jax.core.Tracer | StrIds):
         return "<traced>"  # inside a tapejax.function trace there is no value yet
     a = np.asarray(value)
     text = (repr(a) if a.ndim else repr(a.item())) if is_repr else str(a)
@@ -217,17 +219,47 @@ def symbolic_numpy_error(what: str = "Tensor") -> AttributeError:
 
 def _t_numpy(self: Tensor) -> Any:
     """The value as a NumPy array (a NumPy scalar for rank 0, as in TF)."""
-    if isinstance(self._value, jax.core.Tracer):
+    if isinstance(self._value, jax.core.Tracer | StrIds):
         raise symbolic_numpy_error()
     a = np.asarray(self._value)
     return a[()] if a.ndim == 0 else a
 
 
+# The names of a traced function's argument tensors while it is traced (TF's placeholder
+# names, "x:0"), by id of the Tensor: a traced tensor prints as TF prints a symbolic one.
+_SYMBOLIC_NAMES: dict[int, tuple[Any, str]] = {}
+
+
+def name_symbolic(named: list) -> None:
+    """Name the argument tensors of the trace being built (``[(tensor, "x:0"), ...]``)."""
+    for t, name in named:
+        _SYMBOLIC_NAMES[id(t)] = (weakref.ref(t), name)
+
+
+def forget_symbolic(named: list) -> None:
+    """Forget the names ``name_symbolic`` gave (the trace ended)."""
+    for t, _ in named:
+        hit = _SYMBOLIC_NAMES.get(id(t))
+        if hit is not None and hit[0]() is t:
+            del _SYMBOLIC_NAMES[id(t)]
+
+
+def _symbolic_name(t: Tensor) -> str | None:
+    hit = _SYMBOLIC_NAMES.get(id(t))
+    return hit[1] if hit is not None and hit[0]() is t else None
+
+
 def _t_repr(self: Tensor) -> str:
+    name = _symbolic_name(self) if _SYMBOLIC_NAMES else None
+    if name is not None:
+        return f"<tf.Tensor '{name}' shape={TensorShape(self._value.shape)} dtype={self.dtype.name}>"
     return f"<tf.Tensor: shape={TensorShape(self._value.shape)}, dtype={self.dtype.name}, numpy={_numpy_text(self._value, True)}>"
 
 
 def _t_str(self: Tensor) -> str:
+    name = _symbolic_name(self) if _SYMBOLIC_NAMES else None
+    if name is not None:
+        return f'Tensor("{name}", shape={TensorShape(self._value.shape)}, dtype={self.dtype.name})'
     return f"tf.Tensor({_numpy_text(self._value, False)}, shape={TensorShape(self._value.shape)}, dtype={self.dtype.name})"
 
 
@@ -322,7 +354,12 @@ jax.tree_util.register_pytree_node(Tensor, _flatten_tensor, _unflatten_tensor)
 
 def _infer_dtype(value: Any) -> np.dtype:
     """TF's inference for Python values: bool -> bool, int -> int32, float -> float32, complex -> complex128."""
-    a = np.asarray(value)
+    try:
+        a = np.asarray(value)
+    except ValueError as e:
+        if isinstance(value, list | tuple) and ("inhomogeneous" in str(e) or "sequence" in str(e)):
+            raise ValueError("Can't convert non-rectangular Python sequence to Tensor.") from None
+        raise
     if a.dtype.kind in "SU":
         return np.dtype(object)
     if isinstance(value, np.ndarray | np.generic):
@@ -363,7 +400,8 @@ def to_bytes_array(value: Any) -> np.ndarray:
 
 
 def is_string_value(v: Any) -> bool:
-    return isinstance(v, np.ndarray) and v.dtype == object
+    """A string tensor's value: a NumPy ``bytes`` array, or its ids inside a trace (``StrIds``)."""
+    return (isinstance(v, np.ndarray) and v.dtype == object) or type(v) is StrIds
 
 
 def _check_cast(value: Any, src: np.dtype, dst: np.dtype) -> None:

@@ -5,12 +5,21 @@ type); it is never differentiable and a tape never records it. The structural op
 (reshape, gather, concat, stack, where, indexing, ...) work on it unchanged: they run
 on an integer array of element indices and the result picks the strings by index.
 ``+`` concatenates and ``==``/``!=`` compare elementwise, as in TF.
+
+Inside a compiled ``tapejax.function`` a string tensor is carried as integer ids
+(``_strtable.StrIds``): the structural ops move the ids, and every string op here runs
+on the host through ``jax.pure_callback`` (``_host_op``), with the output shape found
+by running the op once on stand-in values while tracing. The ops whose output shape
+depends on the strings (``split``, ``bytes_split``, ``unicode_split``, ...) raise
+TypeError there, as the other data-dependent-shape ops do.
 """
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +31,7 @@ from .. import errors
 from .._core._recorder import Tensor, VariableBase, read_variable
 from ._dtypes import as_dtype
 from ._machinery import EXPORTS, OPS, PRIMS, _export
+from ._strtable import StrIds, intern, lookup
 from ._tensor import convert_to_tensor, is_string_value, to_bytes_array
 
 __all__ = [
@@ -50,6 +60,13 @@ def _by_index(impl: Callable) -> Callable:
     def run(*args: Any, **params: Any) -> Any:
         if not any(is_string_value(a) for a in args):
             return impl(*args, **params)
+        if any(type(a) is StrIds for a in args):
+            # Traced strings are ids already: move them; a constant string operand becomes
+            # ids of the program (permanent). A pad or fill reads id 0, which is b"".
+            new_ids = [a.ids if type(a) is StrIds else jnp.asarray(intern(a, True)) if is_string_value(a) else a
+                       for a in args]
+            res = impl(*new_ids, **params)
+            return tuple(StrIds(o) for o in res) if isinstance(res, tuple | list) else StrIds(res)
         # Element indices start at 1: an index 0 (a pad or fill value) reads b"", TF's zero for strings.
         table, new, off = [np.array([b""], dtype=object)], [], 1
         for a in args:
@@ -92,7 +109,7 @@ def _is_str_operand(x: Any) -> bool:
 def _host_value(t: Any) -> np.ndarray:
     """The value of a tensor a string op reads: strings live on the host, so never a traced one."""
     v = t._value
-    if isinstance(v, jax.core.Tracer):
+    if isinstance(v, jax.core.Tracer | StrIds):
         raise TypeError(
             "String ops run on the host and cannot read a traced value inside a compiled tapejax.function step "
             "(JAX has no string type): return the numbers from the step and make the strings outside it.")
@@ -116,15 +133,113 @@ def _elementwise(fn: Callable, *arrays: np.ndarray, otype: Any = object) -> np.n
         np.asarray(fn(*[a.item() for a in arrays])).astype(otype)
 
 
+# ---- string ops inside a trace: on the host, through jax.pure_callback --------------------------
+
+_HOST = threading.local()  # .active: an op runs inside a host callback (numbers stay NumPy, no JAX calls)
+
+
+def _num(a: Any) -> Tensor:
+    """A numeric result of a string op: a NumPy array inside a host callback, else a jax.Array."""
+    return Tensor(np.asarray(a) if getattr(_HOST, "active", False) else jnp.asarray(a))
+
+
+def _is_leaf(x: Any) -> bool:
+    return isinstance(x, Tensor | VariableBase)
+
+
+def _traced_value(x: Any) -> Any:
+    if isinstance(x, Tensor | VariableBase):
+        v = x._value
+        if isinstance(v, jax.core.Tracer | StrIds):
+            return v
+    return None
+
+
+def _stand_in(v: Any) -> np.ndarray:
+    # A value of the same shape and dtype for finding the op's output shapes while tracing;
+    # "0" parses as a number too (tf.strings.to_number).
+    return np.full(v.shape, b"0", dtype=object) if type(v) is StrIds else np.zeros(v.shape, v.dtype)
+
+
+def _host_op(dynamic_shape: bool = False) -> Callable:
+    """Let a string op (NumPy on the host) run inside a compiled tapejax.function.
+
+    With no traced tensor among its arguments the op runs as it is. Otherwise its output
+    shapes are found by running it on stand-in values, and the op is staged into the program
+    as a ``jax.pure_callback`` that reads the strings behind the traced ids, runs the op, and
+    interns the strings it makes. Numbers going into it carry no gradient (string ops have none in TF).
+    """
+
+    def deco(op: Callable) -> Callable:
+        @functools.wraps(op)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
+            pos = [i for i, x in enumerate(leaves) if _traced_value(x) is not None]
+            if not pos:
+                return op(*args, **kwargs)
+            if dynamic_shape:
+                raise TypeError(
+                    f"tf.strings.{op.__name__} has a data-dependent shape (it depends on the strings), which a compiled "
+                    "tapejax.function cannot have (XLA compiles for static shapes): call it outside the function.")
+            vals = [_traced_value(leaves[i]) for i in pos]
+
+            def call(host: list) -> Any:
+                new = list(leaves)
+                for i, a in zip(pos, host):
+                    new[i] = Tensor(a)
+                a2, k2 = jax.tree_util.tree_unflatten(tree, new)
+                saved = getattr(_HOST, "active", False)
+                _HOST.active = True
+                try:
+                    return op(*a2, **k2)
+                finally:
+                    _HOST.active = saved
+
+            out_leaves, out_tree = jax.tree_util.tree_flatten(call([_stand_in(v) for v in vals]), is_leaf=_is_leaf)
+            kinds = [is_string_value(t._value) for t in out_leaves]
+            specs = [jax.ShapeDtypeStruct(np.shape(t._value), np.int32 if k else np.asarray(t._value).dtype)
+                     for t, k in zip(out_leaves, kinds)]
+
+            def callback(*arrays: Any) -> list:
+                host = [lookup(a) if type(v) is StrIds else np.asarray(a) for a, v in zip(arrays, vals)]
+                res = jax.tree_util.tree_leaves(call(host), is_leaf=_is_leaf)
+                outs = []
+                for r, k, spec in zip(res, kinds, specs):
+                    a = np.asarray(r._value)
+                    if a.shape != spec.shape:
+                        raise errors.InvalidArgumentError(
+                            f"tf.strings.{op.__name__} made shape {a.shape} inside a compiled tapejax.function, where "
+                            f"it was traced with shape {spec.shape}: its shape depends on the strings. Call it outside "
+                            "the function.")
+                    outs.append(intern(a, False) if k else a.astype(spec.dtype))
+                return outs
+
+            callback._tapejax_op = op.__name__  # type: ignore[attr-defined]  # ConcreteFunction.graph names it
+            callback._tapejax_strings = kinds  # type: ignore[attr-defined]
+            operands = [v.ids if type(v) is StrIds else jax.lax.stop_gradient(v) for v in vals]
+            res = jax.pure_callback(callback, specs, *operands, vmap_method="sequential")
+            wrapped = [Tensor(StrIds(r)) if k else Tensor(r) for r, k in zip(res, kinds)]
+            return jax.tree_util.tree_unflatten(out_tree, wrapped)
+
+        return run
+
+    return deco
+
+
 def _wrap_binary(name: str, string_fn: Callable, otype: Any) -> None:
     numeric = OPS[name]
 
+    def strings_op(x: Any, y: Any) -> Tensor:
+        a, b = _str_array(x), _str_array(y)
+        r = np.asarray(np.frompyfunc(string_fn, 2, 1)(a, b), dtype=object)
+        return Tensor(r) if otype is object else _num(r.astype(otype))
+
+    strings_op.__name__ = name
+    strings_op = _host_op()(strings_op)
+
     def op(x: Any, y: Any, name: str | None = None) -> Tensor:
         if _is_str_operand(x) or _is_str_operand(y):
-            a, b = _str_array(x), _str_array(y)
-            r = np.frompyfunc(string_fn, 2, 1)(a, b)
-            r = np.asarray(r, dtype=object)
-            return Tensor(r if otype is object else jnp.asarray(r.astype(otype)))
+            return strings_op(x, y)
         return numeric(x, y)
 
     op.__name__ = op.__qualname__ = getattr(numeric, "__name__", name)
@@ -154,6 +269,8 @@ def _wrap_export(name: str, string_fn: Callable) -> None:
 
 
 def _identity(input: Any, name: str | None = None) -> Tensor:
+    if isinstance(input, Tensor) and type(input._value) is StrIds:
+        return Tensor(input._value)
     return Tensor(_str_array(input))
 
 
@@ -167,16 +284,21 @@ def _ones_like(input: Any, dtype: Any = None, name: str | None = None, **_: Any)
 
 
 _wrap_export("identity", _identity)
-_wrap_export("zeros_like", _zeros_like)
+_wrap_export("zeros_like", _host_op()(_zeros_like))
 _wrap_export("ones_like", _ones_like)
 
 _fill_numeric = EXPORTS["fill"]
 
 
+@_host_op()
+def _fill_strings(dims: Any, value: Any) -> Tensor:
+    shape = tuple(int(d) for d in np.asarray(dims.numpy() if hasattr(dims, "numpy") else dims).reshape(-1))
+    return _out(np.full(shape, _str_array(value).item(), dtype=object))
+
+
 def _fill(dims: Any, value: Any, name: str | None = None, **kw: Any) -> Tensor:
     if _is_str_operand(value):
-        shape = tuple(int(d) for d in np.asarray(dims.numpy() if hasattr(dims, "numpy") else dims).reshape(-1))
-        return _out(np.full(shape, _str_array(value).item(), dtype=object))
+        return _fill_strings(dims, value)
     return _fill_numeric(dims, value, name=name, **kw)
 
 
@@ -305,7 +427,7 @@ def to_number(string_tensor: Any, out_type: Any = "float32", name: str | None = 
         except ValueError:
             raise errors.InvalidArgumentError(f"StringToNumberOp could not correctly convert string: {s}") from None
 
-    return Tensor(jnp.asarray(_map(parse, a, d._np)))
+    return _num(_map(parse, a, d._np))
 
 
 string_to_number = to_number
@@ -323,31 +445,51 @@ def length(input: Any, unit: str = "BYTE", name: str | None = None) -> Tensor:
     if unit not in ("BYTE", "UTF8_CHAR"):
         raise ValueError(f"unit must be one of BYTE, UTF8_CHAR, got {unit!r}")
     f = (lambda x: len(x)) if unit == "BYTE" else (lambda x: len(x.decode("utf-8", "replace")))
-    return Tensor(jnp.asarray(_map(f, a, np.int32)))
+    return _num(_map(f, a, np.int32))
 
 
-def split(input: Any, sep: Any = None, maxsplit: int = -1, name: str | None = None) -> Tensor:
-    """Split a scalar string into a 1-D string tensor, as ``tf.strings.split`` (whitespace by default).
+# tf.RaggedTensor lives in the tf layer (_tf/_ragged.py), which registers how to build one here.
+_RAGGED_BUILDER: Callable | None = None
 
-    TF returns a RaggedTensor for a batch of strings; tapejax has no ragged tensors, so
-    only a scalar input is accepted (NotImplementedError otherwise).
+
+def set_ragged_builder(fn: Callable) -> None:
+    global _RAGGED_BUILDER
+    _RAGGED_BUILDER = fn
+
+
+def _per_string(a: np.ndarray, parts_of: Callable, otype: Any = object) -> Any:
+    """A scalar string's parts as a 1-D tensor; a batch's as a RaggedTensor (one row per string), as TF."""
+    if a.ndim == 0:
+        parts = parts_of(a.item())
+        arr = np.asarray(parts, dtype=otype).reshape(-1) if len(parts) else np.empty((0,), otype)
+        return _out(arr) if otype is object else _num(arr)
+    rows = [parts_of(x) for x in a.reshape(-1)]
+    flat = [p for r in rows for p in r]
+    values = np.asarray(flat, dtype=otype).reshape(-1) if flat else np.empty((0,), otype)
+    assert _RAGGED_BUILDER is not None
+    return _RAGGED_BUILDER(values, np.asarray([len(r) for r in rows], np.int64), a.shape)
+
+
+def split(input: Any, sep: Any = None, maxsplit: int = -1, name: str | None = None) -> Any:
+    """Split strings (whitespace by default), as ``tf.strings.split``: a scalar gives a 1-D string
+    tensor, a batch a RaggedTensor with one row per string.
 
     Example:
         >>> import tapejax as tf
         >>> tf.strings.split(tf.constant("a,b,,c"), sep=",").numpy().tolist()
         [b'a', b'b', b'', b'c']
+        >>> print(tf.strings.split(tf.constant(["a b", "c"])))
+        <tf.RaggedTensor [[b'a', b'b'], [b'c']]>
     """
     a = _str_array(input)
-    if a.ndim != 0:
-        raise NotImplementedError("tf.strings.split of a batch of strings returns a RaggedTensor in TF, which tapejax "
-                                  "does not have: split each scalar string, or use Python's bytes.split on .numpy().")
-    s = a.item()
-    if sep is None or sep == "":
-        parts = s.split(None, maxsplit) if maxsplit >= 0 else s.split()
-    else:
+
+    def parts_of(s: bytes) -> list:
+        if sep is None or sep == "":
+            return s.split(None, maxsplit) if maxsplit >= 0 else s.split()
         b = sep.encode() if isinstance(sep, str) else sep
-        parts = s.split(b, maxsplit)
-    return _out(np.asarray(parts, dtype=object).reshape(-1) if parts else np.empty((0,), object))
+        return s.split(b, maxsplit)
+
+    return _per_string(a, parts_of)
 
 
 def _bytes_map(fn: Callable) -> Callable:
@@ -435,23 +577,15 @@ def regex_replace(input: Any, pattern: str, rewrite: str, replace_global: bool =
     return _out(_map(lambda x: rx.sub(rw, x, count=0 if replace_global else 1), _str_array(input)))
 
 
-def _scalar_only(a: np.ndarray, op: str) -> bytes:
-    if a.ndim != 0:
-        raise NotImplementedError(f"tf.strings.{op} of a batch of strings returns a RaggedTensor in TF, which tapejax "
-                                  "does not have: apply it to each scalar string.")
-    return a.item()
-
-
-def bytes_split(input: Any, name: str | None = None) -> Tensor:
-    """The bytes of a scalar string, one per element, as ``tf.strings.bytes_split``.
+def bytes_split(input: Any, name: str | None = None) -> Any:
+    """The bytes of each string, one per element, as ``tf.strings.bytes_split`` (a batch gives a RaggedTensor).
 
     Example:
         >>> import tapejax as tf
         >>> tf.strings.bytes_split(tf.constant("Duck")).numpy().tolist()
         [b'D', b'u', b'c', b'k']
     """
-    b = _scalar_only(_str_array(input), "bytes_split")
-    return _out(np.asarray([b[i:i + 1] for i in range(len(b))], dtype=object).reshape(-1))
+    return _per_string(_str_array(input), lambda b: [b[i:i + 1] for i in range(len(b))])
 
 
 def unicode_split(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,
@@ -463,8 +597,8 @@ def unicode_split(input: Any, input_encoding: str, errors: str = "replace", repl
         >>> tf.strings.unicode_split(tf.constant("né"), "UTF-8").numpy().tolist()
         [b'n', b'\xc3\xa9']
     """
-    text = _scalar_only(_str_array(input), "unicode_split").decode(input_encoding.lower().replace("_", "-"), "replace")
-    return _out(np.asarray([c.encode("utf-8") for c in text], dtype=object).reshape(-1))
+    enc = input_encoding.lower().replace("_", "-")
+    return _per_string(_str_array(input), lambda b: [c.encode("utf-8") for c in b.decode(enc, "replace")])
 
 
 def unicode_decode(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,
@@ -476,8 +610,8 @@ def unicode_decode(input: Any, input_encoding: str, errors: str = "replace", rep
         >>> tf.strings.unicode_decode(tf.constant("né"), "UTF-8").numpy().tolist()
         [110, 233]
     """
-    text = _scalar_only(_str_array(input), "unicode_decode").decode(input_encoding.lower().replace("_", "-"), "replace")
-    return Tensor(jnp.asarray(np.asarray([ord(c) for c in text], np.int32).reshape(-1)))
+    enc = input_encoding.lower().replace("_", "-")
+    return _per_string(_str_array(input), lambda b: [ord(c) for c in b.decode(enc, "replace")], np.int32)
 
 
 def unicode_encode(input: Any, output_encoding: str, errors: str = "replace", replacement_char: int = 65533,
@@ -514,6 +648,15 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixe
     n = rows[0].size if rows else 0
     return Tensor(jnp.asarray(np.stack(rows).reshape(a.shape + (n,)) if rows else np.zeros(a.shape + (0,), d._np)))
 
+
+# Inside a compiled function: on the host (shape known from the stand-in values), or refused
+# where the shape depends on the strings.
+join, format, as_string, to_number, length, lower, upper, strip, reduce_join, substr, regex_replace, unicode_encode = (
+    _host_op()(f) for f in (join, format, as_string, to_number, length, lower, upper, strip, reduce_join, substr,
+                            regex_replace, unicode_encode))
+split, bytes_split, unicode_split, unicode_decode, decode_raw = (
+    _host_op(dynamic_shape=True)(f) for f in (split, bytes_split, unicode_split, unicode_decode, decode_raw))
+string_to_number = to_number
 
 _export(decode_raw, "io.decode_raw")
 for _f in (join, format, as_string, to_number, length, split, lower, upper, strip, reduce_join, substr, regex_replace,

@@ -52,7 +52,7 @@ from .._core._recorder import (
 )
 from .._engine._interpret import handle
 from .._ops._dtypes import as_dtype
-from .._ops._tensor import convert_to_tensor
+from .._ops._tensor import convert_to_tensor, is_string_value
 from .._ops.array import concat, expand_dims, stack, unstack
 from . import _tensor_array
 from ._tensor_array import TensorArray
@@ -271,6 +271,11 @@ def _is_ta(x: Any) -> bool:
 
 def _leaf_array(x: Any) -> Any:
     if isinstance(x, Tensor | VariableBase):
+        if is_string_value(x._value):
+            raise TypeError(
+                "A tf.cond branch or loop body inside a compiled tapejax.function returned a string tensor, which "
+                "tapejax's lowered control flow does not carry: compute the condition's numbers inside, and the "
+                "strings with tf.where (or outside the function).")
         return x._value
     if _is_ta(x):
         return _tensor_array.to_array(x)._value

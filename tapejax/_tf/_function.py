@@ -52,8 +52,9 @@ from .._core._recorder import Tensor, VariableBase
 from .._ops import debugging as _debugging
 from .._ops import random as _random_ops
 from .._ops._dtypes import as_dtype
-from .._ops._tensor import TensorShape, convert_to_tensor
-from . import _autograph
+from .._ops._strtable import StrIds, intern, lookup
+from .._ops._tensor import TensorShape, convert_to_tensor, forget_symbolic, is_string_value, name_symbolic
+from . import _autograph, _graph
 
 __all__ = ["function", "Function", "TensorSpec", "ConcreteFunction"]
 
@@ -166,6 +167,10 @@ class InaccessibleTensorError(ValueError):
 _CHECK_TOKENS = itertools.count(1)
 
 
+# Called with (function, entry) after each new trace (tf.summary.trace_on collects graphs).
+TRACE_LISTENERS: list = []
+
+
 class _CreatedInBody(Exception):
     """A variable was created inside a control-flow body during the first trace."""
 
@@ -196,6 +201,11 @@ class _Capture:
             return
         self._seen.add(uid)
         v = var._v
+        if is_string_value(v):
+            raise TypeError(
+                f"The string variable {getattr(var, '_name', 'Variable')!r} is read or assigned inside a compiled "
+                "tapejax.function, which carries string tensors but not string variables: pass its value as an "
+                "argument and assign the result outside the function.")
         tracer = self.trace.new_arg(_jcore.typeof(v), _siu.current())
         self.inputs.append(var)
         self.input_vals.append(tracer)
@@ -423,7 +433,9 @@ class Function:
             elif isinstance(x, Tensor | np.ndarray | jax.Array):
                 v = x._value if isinstance(x, Tensor) else x
                 key_parts.append(("T", tuple(v.shape), np.dtype(v.dtype)))
-                arrays.append(v)
+                # A string tensor goes in as ids of the host string table (_strtable): traced by
+                # shape and dtype, as TF traces it, never by value.
+                arrays.append(intern(v, False) if is_string_value(v) else v)
             elif isinstance(x, TensorSpec):
                 dims = _dims(x.shape)
                 if dims is None or any(d is None for d in dims):
@@ -433,7 +445,10 @@ class Function:
                         "(or a tensor); calls with any shape compatible with the input_signature still work."
                     )
                 key_parts.append(("T", tuple(dims), x.dtype._np))
-                arrays.append(jax.ShapeDtypeStruct(tuple(dims), x.dtype._np))
+                arrays.append(jax.ShapeDtypeStruct(tuple(dims), np.int32 if x.dtype._np is np.dtype(object) else x.dtype._np))
+            elif hasattr(type(x), "__tf_tracing_type__"):
+                # TF's tracing protocol (tf.types.experimental.TraceType): traced by the type it gives.
+                key_parts.append(("P", "TraceType", x.__tf_tracing_type__(None)))
             else:
                 try:
                     hash(x)
@@ -479,7 +494,7 @@ class Function:
             self._entry_for(args, kwargs)
             return out
         if (not kwargs and self.input_signature is None and entry.jitted is not None
-                and all(type(a) is Tensor for a in args)):
+                and all(type(a) is Tensor and not is_string_value(a._value) for a in args)):
             self._fast[tuple((a._value.shape, a._value.dtype) for a in args)] = entry
         return self._run(entry, arrays, var_args)
 
@@ -495,6 +510,7 @@ class Function:
             return self._python_function(*args, **kwargs)
         leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=_is_leaf)
         data = [x for x in leaves if isinstance(x, Tensor | np.ndarray | jax.Array)]
+        data = [Tensor(a) if is_string_value(x._value if isinstance(x, Tensor) else x) else x for x, a in zip(data, arrays)]
         variables = _vars_for(entry, var_args)
         with _state_lock(variables):
             outs = _core.bind(_CALL, *data, *variables, entry=entry)
@@ -507,7 +523,8 @@ class Function:
             _after_effects(entry)
         out_tree, static = entry.out_spec
         it = iter(outs[:n_dyn])
-        res = [next(it) if s[0] == "T" else next(it)._value if s[0] == "A" else s[1] for s in static]
+        res = [next(it) if s[0] == "T" else next(it)._value if s[0] == "A" else
+               Tensor(lookup(np.asarray(next(it)._value))) if s[0] == "S" else s[1] for s in static]
         return _reorder(jax.tree_util.tree_unflatten(out_tree, res), getattr(entry, "out_order", None))
 
     def _entry_for(self, args: tuple, kwargs: dict) -> tuple:
@@ -625,14 +642,21 @@ class Function:
         it = iter(arrays)
         out = []
         for x in leaves:
-            if isinstance(x, Tensor | np.ndarray | jax.Array):
-                out.append(Tensor(next(it)))
-            elif isinstance(x, TensorSpec):
-                out.append(Tensor(next(it)))
+            if isinstance(x, Tensor | np.ndarray | jax.Array | TensorSpec):
+                string = (x.dtype._np is np.dtype(object) if isinstance(x, TensorSpec)
+                          else is_string_value(x._value if isinstance(x, Tensor) else x))
+                out.append(Tensor(StrIds(next(it)) if string else next(it)))
             else:
                 out.append(x)
         args, kwargs = jax.tree_util.tree_unflatten(treedef, out)
         return args, kwargs
+
+    def _placeholder_names(self, args: tuple, kwargs: dict) -> list:
+        """(tensor, TF's placeholder name) for each tensor argument: a traced argument prints as
+        ``Tensor("x:0", ...)``, as in TF."""
+        names = _graph.leaf_names(self._python_function, args, kwargs, _is_leaf)
+        leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=_is_leaf)
+        return [(t, f"{n}:0") for t, n in zip(leaves, names) if type(t) is Tensor]
 
     def _trace_once(self, entry: _Entry, leaves: list, treedef: Any, avals: list, allow_create: bool,
                     arrays: list | None = None) -> tuple:
@@ -645,13 +669,21 @@ class Function:
             saved_bound = _core.state.bound
             _core.state.bound = cap.bound
             _core.state.tracing.append(cap)
+            named: list = []
             try:
                 args, kwargs = self._rebuild(leaves, treedef, arrays)
+                named = self._placeholder_names(args, kwargs)
+                name_symbolic(named)
                 out = fn(*args, **kwargs)
                 out_leaves, out_tree = jax.tree_util.tree_flatten(out, is_leaf=_is_leaf)
                 dyn, static = [], []
                 for x in out_leaves:
-                    if isinstance(x, Tensor | VariableBase):
+                    v = x._value if isinstance(x, Tensor) else None
+                    if type(v) is StrIds or (v is not None and is_string_value(v)):
+                        # A string output leaves the program as ids (a constant one as ids of the program).
+                        static.append(("S",))
+                        dyn.append(v.ids if type(v) is StrIds else jax.numpy.asarray(intern(v, True)))
+                    elif isinstance(x, Tensor | VariableBase):
                         # A variable returns its value after the call (its last assign).
                         static.append(("T",))
                         dyn.append(x._value)
@@ -672,6 +704,7 @@ class Function:
                 side["init"] = _initial_program(cap)
                 raise
             finally:
+                forget_symbolic(named)
                 _core.state.tracing.pop()
                 _core.state.bound = saved_bound
             side["out"] = (out_tree, static)
@@ -781,6 +814,8 @@ class Function:
             return [outs[k] for k in keep]
 
         entry.flat_pure = flat_pure
+        for listener in TRACE_LISTENERS:
+            listener(self, entry)
 
     def _count_trace(self, key: Any) -> None:
         tf_key = self._tf_key(key)
@@ -812,7 +847,8 @@ class Function:
             return jax.tree_util.tree_unflatten(entry.out_spec[0], [Tensor(a) for a in dyn])
         out_tree, static = entry.out_spec
         it = iter(dyn)
-        outs = [Tensor(next(it)) if s[0] == "T" else next(it) if s[0] == "A" else s[1] for s in static]
+        outs = [Tensor(next(it)) if s[0] == "T" else next(it) if s[0] == "A" else
+                Tensor(lookup(np.asarray(next(it)))) if s[0] == "S" else s[1] for s in static]
         return _reorder(jax.tree_util.tree_unflatten(out_tree, outs), entry.out_order)
 
     def _run(self, entry: _Entry, arrays: list, var_args: Any) -> Any:
@@ -825,7 +861,8 @@ class Function:
             _after_effects(entry)
         out_tree, static = entry.out_spec
         it = iter(dyn)
-        outs = [Tensor(next(it)) if s[0] == "T" else next(it) if s[0] == "A" else s[1] for s in static]
+        outs = [Tensor(next(it)) if s[0] == "T" else next(it) if s[0] == "A" else
+                Tensor(lookup(np.asarray(next(it)))) if s[0] == "S" else s[1] for s in static]
         return _reorder(jax.tree_util.tree_unflatten(out_tree, outs), getattr(entry, "out_order", None))
 
 
@@ -1039,7 +1076,7 @@ class ConcreteFunction:
                 leaves.append(s_[1])
             else:
                 a = next(it)
-                leaves.append(TensorSpec(tuple(a.shape), np.dtype(a.dtype)))
+                leaves.append(TensorSpec(tuple(a.shape), np.dtype(object) if s_[0] == "S" else np.dtype(a.dtype)))
         self._outputs = jax.tree_util.tree_unflatten(out_tree, leaves)
         self.name = function._name
 
@@ -1075,9 +1112,54 @@ class ConcreteFunction:
 
     @property
     def function_type(self) -> Any:
-        return self.structured_input_signature
+        """The signature with TF's type constraints: ``(a: TensorSpec(...)) -> TensorSpec(...)``."""
+        return _graph.function_type(self._function._python_function, self._args, self._kwargs, self._outputs,
+                                    TensorSpec)
+
+    @property
+    def graph(self) -> _graph.Graph:
+        """The traced program as TF's ``FuncGraph`` (``get_operations``, ``as_graph_def``); see ``_tf/_graph.py``."""
+        g = getattr(self, "_graph", None)
+        if g is None:
+            names = _graph.leaf_names(self._function._python_function, self._args, self._kwargs,
+                                      lambda x: isinstance(x, TensorSpec))
+            leaves = jax.tree_util.tree_leaves((self._args, self._kwargs), is_leaf=lambda x: isinstance(x, TensorSpec))
+            specs = [(n, x) for n, x in zip(names, leaves) if isinstance(x, TensorSpec)]
+            out_strings = [s_[0] == "S" for s_ in self._entry.out_spec[1] if s_[0] != "P"]
+            g = self._graph = _graph.Graph(
+                self._entry.closed, [n for n, _ in specs], [x.dtype._np is np.dtype(object) for _, x in specs],
+                len(out_strings), out_strings, self._entry.variables, self._entry.assigned, self.name)
+        return g
+
+    @property
+    def inference_fn(self) -> _graph.AtomicFunction:
+        """The compiled program, called with the flat tensor inputs (TF's ``AtomicFunction``)."""
+        return _graph.AtomicFunction(self)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) < len(self._args):
+            # Keyword arguments for parameters this trace took positionally, and the Python values
+            # it was traced with, are bound as TF binds them.
+            # (TF's concrete function takes only the tensor arguments, positionally or by name.)
+            params = _param_names(self._function._python_function, len(self._args))
+            kwargs = dict(kwargs)
+            given = iter(args)
+            full: list = []
+            for i, spec in enumerate(self._args):
+                name = params[i] if i < len(params) else None
+                if not any(isinstance(x, TensorSpec) for x in jax.tree_util.tree_leaves(spec)):
+                    full.append(spec)
+                elif name in kwargs:
+                    full.append(kwargs.pop(name))
+                else:
+                    nxt = next(given, given)
+                    if nxt is given:
+                        break
+                    full.append(nxt)
+            args = tuple(full) + tuple(given)
+        for k, v in self._kwargs.items():
+            if k not in kwargs and not any(isinstance(x, TensorSpec) for x in jax.tree_util.tree_leaves(v)):
+                kwargs[k] = v
         flat_specs = jax.tree_util.tree_leaves((self._args, self._kwargs))
         flat_args = jax.tree_util.tree_leaves((args, kwargs), is_leaf=_is_leaf)
         if len(flat_args) != len(flat_specs):
@@ -1096,9 +1178,7 @@ class ConcreteFunction:
         """This trace's signature as TF prints it (``Input Parameters``, ``Output Type``, ``Captures``)."""
 
         def spec(x: Any) -> str:
-            if isinstance(x, TensorSpec):
-                return repr(TensorSpec(x.shape, x.dtype))  # TF prints the type, without a name
-            return f"Literal[{x!r}]"
+            return _graph.type_text(x, TensorSpec)  # TF prints the type, without a name
 
         try:
             params = list(inspect.signature(self._function._python_function).parameters.values())
@@ -1107,14 +1187,15 @@ class ConcreteFunction:
         lines = ["Input Parameters:"]
         for i, a in enumerate(self._args):
             p = params[i] if i < len(params) else None
-            nested = not isinstance(a, TensorSpec) and isinstance(a, list | tuple | dict)
-            text = jax.tree_util.tree_map(spec, a) if nested else spec(a)
+            text = spec(a)
             lines.append(f"  {p.name if p else f'arg_{i}'} ({p.kind.name if p else 'POSITIONAL_ONLY'}): {text}")
+        by_name = {p.name: p for p in params}
         for k, v in self._kwargs.items():
-            lines.append(f"  {k} (KEYWORD_ONLY): {spec(v)}")
-        outs = self._outputs
-        out_text = spec(outs) if isinstance(outs, TensorSpec) else repr(outs)
-        lines += ["Output Type:", f"  {out_text}"]
+            p = by_name.get(k)
+            kind = p.kind.name if p is not None and p.kind.name in ("KEYWORD_ONLY", "POSITIONAL_OR_KEYWORD") \
+                else "KEYWORD_ONLY"
+            lines.append(f"  {k} ({kind}): {spec(v)}")
+        lines += ["Output Type:", f"  {spec(self._outputs)}"]
         lines.append("Captures:")
         variables = self._entry.variables
         if not variables:
@@ -1124,7 +1205,10 @@ class ConcreteFunction:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"ConcreteFunction {self.name}{self.structured_input_signature} -> {self._outputs!r}"
+        return f"<ConcreteFunction {self.function_type} at 0x{id(self):X}>"
+
+    def __str__(self) -> str:
+        return "ConcreteFunction " + self.pretty_printed_signature()
 
 
 def _param_names(fn: Any, n: int) -> list:

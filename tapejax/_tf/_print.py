@@ -10,6 +10,7 @@ import numpy as np
 
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
+from .._ops._strtable import StrIds, lookup
 
 __all__ = ["print_"]
 
@@ -69,15 +70,18 @@ def print_(*inputs: Any, output_stream: Any = None, summarize: int = 3, sep: str
         # Inside a tf.function trace: print on every call, with the runtime values,
         # whatever the arguments are (Python values print every call too, as in TF).
         flat, tree = jax.tree_util.tree_flatten(list(inputs), is_leaf=lambda x: isinstance(x, Tensor | VariableBase))
-        is_t = [isinstance(v, Tensor | VariableBase) for v in flat]
+        # A constant string tensor prints as it is; a traced one goes in as its ids (_ops/_strtable).
+        is_t = [isinstance(v, Tensor | VariableBase) and not isinstance(v._value, np.ndarray) for v in flat]
+        is_s = [t and type(v._value) is StrIds for v, t in zip(flat, is_t)]
 
         def emit(*vals: Any) -> None:
             it = iter(vals)
-            concrete = [Tensor(next(it)) if t else v for v, t in zip(flat, is_t)]
+            concrete = [Tensor(lookup(next(it)) if s else next(it)) if t else v for v, t, s in zip(flat, is_t, is_s)]
             print_(*jax.tree_util.tree_unflatten(tree, concrete), output_stream=output_stream, summarize=summarize,
                    sep=sep, end=end)
 
-        jax.debug.callback(emit, *[v._value for v, t in zip(flat, is_t) if t], ordered=True)
+        jax.debug.callback(emit, *[v._value.ids if s else v._value for v, t, s in zip(flat, is_t, is_s) if t],
+                           ordered=True)
         return
     stream = sys.stderr if output_stream is None else output_stream
     text = sep.join(format_value(v, summarize) for v in inputs) + end

@@ -89,3 +89,10 @@ __all__ = sorted(
         *_MODULE_BRANCH,
     }
 )
+
+# ---- guides branch (issue 17): tf.types, tf.ragged, tf.summary, tf.profiler ----
+from .. import profiler, ragged, summary, types  # noqa: E402
+from ._ragged import RaggedTensor  # noqa: E402
+
+__all__ = sorted({*__all__, "types", "ragged", "RaggedTensor", "summary", "profiler"})
+# ---- end guides branch ----

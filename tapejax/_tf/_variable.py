@@ -177,21 +177,21 @@ class Variable(VariableBase):
         v = self._checked(value, "assign")
         touch_variable(self)
         self._value = _lazy.update(self, "assign", v)
-        return self if read_value else None
+        return _unread(self) if read_value else None
 
     def assign_add(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
         """Add ``delta`` in place."""
         v = self._checked(delta, "assign_add")
         touch_variable(self)
         self._value = _lazy.update(self, "add", v)
-        return self if read_value else None
+        return _unread(self) if read_value else None
 
     def assign_sub(self, delta: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
         """Subtract ``delta`` in place."""
         v = self._checked(delta, "assign_sub")
         touch_variable(self)
         self._value = _lazy.update(self, "sub", v)
-        return self if read_value else None
+        return _unread(self) if read_value else None
 
     # --- Python protocol -----------------------------------------------------------
 
@@ -255,3 +255,34 @@ def _unflatten(aux: Any, children: Any) -> Variable:
 
 
 jax.tree_util.register_pytree_node(Variable, _flatten, _unflatten)
+
+
+class _UnreadVariable(Variable):
+    """What ``assign``/``assign_add``/``assign_sub`` return, as TF's ``UnreadVariable``: the same
+    variable (its storage, identity on tapes and in compiled steps, and every method), printed with
+    the name ``'UnreadVariable'``."""
+
+    __slots__ = ("_parent",)
+
+    def __init__(self, parent: Variable):  # noqa: D107 - no Variable.__init__: nothing new is created
+        self._parent = parent
+        self._name = "UnreadVariable"
+
+    # The state is the parent's (these shadow the slots of VariableBase and Variable).
+    _raw = property(lambda self: self._parent._raw, lambda self, v: setattr(self._parent, "_raw", v))
+    _v = property(lambda self: self._parent._v, lambda self, v: setattr(self._parent, "_v", v))
+    _uid = property(lambda self: self._parent._uid)
+    _trainable = property(lambda self: self._parent._trainable)
+    _shape = property(lambda self: self._parent._shape)
+    _constraint = property(lambda self: self._parent._constraint)
+
+    def __getattr__(self, name: str) -> Any:
+        # Attributes a subclass of Variable added (a Keras view's storage) are the parent's.
+        if name == "_parent":
+            raise AttributeError(name)
+        return getattr(self._parent, name)
+
+
+def _unread(var: Variable) -> Variable:
+    parent = var._parent if type(var) is _UnreadVariable else var
+    return _UnreadVariable(parent) if type(parent) is Variable else parent
