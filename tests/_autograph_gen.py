@@ -43,7 +43,7 @@ class Gen:
             # Only where TF accepts it: both branches return (a return in one branch of a
             # nested tensor `if` is TF's "must also have a return statement" error).
             choices += ["return"]
-        choices += ["var", "builtin_cast", "check"]
+        choices += ["var", "builtin_cast", "check", "nest"]
         if r.random() < 0.08:
             # A data-dependent shape: the compiled function runs that call eagerly (one warning).
             choices.append("data_dependent")
@@ -51,6 +51,10 @@ class Gen:
         if c == "var":
             # Variable state inside branches and loops: every assign runs in program order.
             self.emit(ind, r.choice(["acc.assign_add(a * 0.1)", "acc.assign(acc * 0.5 + b)", "a = a + acc * 0.01"]))
+        elif c == "nest":
+            # A nested loop variable (a tuple holding a dict), carried through loops and branches.
+            self.emit(ind, r.choice(['st = (st[0] + a * 0.1, {"c": st[1]["c"] * 0.5 + b})',
+                                     'st = (st[1]["c"] - 0.2, {"c": st[0] * 0.9})']))
         elif c == "check":
             # tf.debugging checks: a failure raises InvalidArgumentError eagerly, and when the
             # compiled call returns (TF's graph raises when it runs the check).
@@ -115,9 +119,9 @@ class Gen:
             self.emit(ind + 1, "return a - b")
 
     def program(self) -> str:
-        self.lines = ["def prog(a, b, n, v, k, acc):"]
+        self.lines = ["def prog(a, b, n, v, k, acc):", '    st = (a * 0.0, {"c": b * 0.0})']
         self.block(1, 0, False, True)
-        self.emit(1, "return a + b * 3.0")
+        self.emit(1, 'return a + b * 3.0 + st[0] * 0.5 + st[1]["c"]')
         return "\n".join(self.lines) + "\n"
 
 

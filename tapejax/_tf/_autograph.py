@@ -56,6 +56,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import numpy as np
 
 from .._core import _recorder as _core
@@ -171,15 +172,57 @@ def if_exp(cond: Any, if_true: Callable, if_false: Callable) -> Any:
     return if_true() if cond else if_false()
 
 
+def _loop_leaf(x: Any) -> bool:
+    return _is_tensor(x) or isinstance(x, _cf.TensorArray)
+
+
 def _as_loop_value(name: str, v: Any) -> Any:
-    if _is_tensor(v):
+    # TF's loop variables are nests (tuples, lists, dicts) of tensors and TensorArrays; Python
+    # numbers in them become tensors, anything else cannot be carried by a tf.while_loop.
+    def one(x: Any) -> Any:
+        if _loop_leaf(x):
+            return x
+        if isinstance(x, bool | int | float | np.ndarray | np.generic):
+            return convert_to_tensor(x)
+        raise ValueError(
+            f"'{name}' is used in a loop over tensors (a tf.while_loop), so it must be a tensor (or a nest of "
+            f"tensors and TensorArrays), but it holds a {type(x).__name__}: {x!r:.60}. Make it a tensor before the "
+            "loop, or keep it out of the loop."
+        )
+
+    if _loop_leaf(v):
         return v
-    if isinstance(v, bool | int | float | np.ndarray | np.generic):
-        return convert_to_tensor(v)
-    raise ValueError(
-        f"'{name}' is used in a loop over tensors (a tf.while_loop), so it must be a tensor, but it is a "
-        f"{type(v).__name__}: {v!r:.60}. Make it a tensor before the loop, or keep it out of the loop."
-    )
+    return jax.tree_util.tree_map(one, v, is_leaf=_loop_leaf)
+
+
+def _leaf_dtypes(v: Any) -> tuple:
+    # A TensorArray's dtype is checked when it is written; only tensors' dtypes are compared here.
+    return tuple(x.dtype for x in jax.tree_util.tree_leaves(v, is_leaf=_loop_leaf) if _is_tensor(x))
+
+
+def _check_loop_value(name: str, old: Any, v: Any) -> None:
+    """TF's rules for a loop variable after one iteration: the same nest, dtypes and shapes."""
+    old_leaves, old_tree = jax.tree_util.tree_flatten(old, is_leaf=_loop_leaf)
+    new_leaves, new_tree = jax.tree_util.tree_flatten(v, is_leaf=_loop_leaf)
+    if old_tree != new_tree:
+        raise TypeError(
+            f"'{name}' does not have the same nested structure after one iteration: {old_tree} before the loop, "
+            f"{new_tree} after. A loop variable must keep its nested structure."
+        )
+    for o, n in zip(old_leaves, new_leaves):
+        if isinstance(o, _cf.TensorArray) or isinstance(n, _cf.TensorArray):
+            if not (isinstance(o, _cf.TensorArray) and isinstance(n, _cf.TensorArray)):
+                raise ValueError(f"'{name}' changes between a TensorArray and a tensor in the loop.")
+            continue
+        if n.dtype != o.dtype:
+            raise TypeError(
+                f"'{name}' has dtype {o.dtype.name} before the loop, but dtype {n.dtype.name} after one iteration"
+            )
+        if tuple(n.shape) != tuple(o.shape):
+            raise ValueError(
+                f"'{name}' has shape {tuple(o.shape)} before the loop, but shape {tuple(n.shape)} after one "
+                "iteration. Use tf.autograph.experimental.set_loop_options to set shape invariants."
+            )
 
 
 def _dtype_name(v: Any) -> str:
@@ -221,7 +264,7 @@ def if_stmt(cond: Any, body: Callable, orelse: Callable, get_state: Callable, se
                 if _undefined(v):
                     raise ValueError(f"'{names[k]}' must also be initialized in the {which} branch")
                 v = _as_loop_value(names[k], v) if not _is_tensor(v) else v
-                dtypes[k] = v.dtype
+                dtypes[k] = _leaf_dtypes(v)
                 out.append(v)
             if runs:
                 (other, (o_defined, o_dtypes)), = runs.items()
@@ -232,10 +275,13 @@ def if_stmt(cond: Any, body: Callable, orelse: Callable, get_state: Callable, se
                             raise ValueError(f"the {missing} branch must also have a return statement.")
                         raise ValueError(f"'{names[k]}' must also be initialized in the {missing} branch")
                 for k, d in dtypes.items():
-                    if o_dtypes[k] != d:
-                        main, els = (d, o_dtypes[k]) if which == "main" else (o_dtypes[k], d)
-                        raise TypeError(f"'{names[k]}' has dtype {main.name} in the main branch, but "
-                                        f"dtype {els.name} in the else branch")
+                    if len(o_dtypes[k]) != len(d):
+                        continue  # a structure mismatch: tf.cond raises TF's TypeError for it
+                    for mine, theirs in zip(d, o_dtypes[k]):
+                        if mine != theirs:
+                            main, els = (mine, theirs) if which == "main" else (theirs, mine)
+                            raise TypeError(f"'{names[k]}' has dtype {main.name} in the main branch, but "
+                                            f"dtype {els.name} in the else branch")
             runs[which] = (defined, dtypes)
             return tuple(out)
 
@@ -332,16 +378,7 @@ def _tensor_loop(test: Callable, body: Callable, get_state: Callable, set_state:
             if _undefined(v):
                 raise ValueError(f"'{names[k]}' became undefined inside the loop.")
             v = _as_loop_value(names[k], v)
-            if v.dtype != old.dtype:
-                raise TypeError(
-                    f"'{names[k]}' has dtype {old.dtype.name} before the loop, but dtype {v.dtype.name} after "
-                    "one iteration"
-                )
-            if tuple(v.shape) != tuple(old.shape):
-                raise ValueError(
-                    f"'{names[k]}' has shape {tuple(old.shape)} before the loop, but shape {tuple(v.shape)} after "
-                    "one iteration. Use tf.autograph.experimental.set_loop_options to set shape invariants."
-                )
+            _check_loop_value(names[k], old, v)
             out.append(v)
         return tuple(new_extra or ()) + tuple(out)
 

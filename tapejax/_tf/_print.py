@@ -11,6 +11,7 @@ import numpy as np
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
 from .._ops._strtable import StrIds, lookup
+from .._ops._tensor import TensorShape
 
 __all__ = ["print_"]
 
@@ -50,9 +51,13 @@ def _array_text(a: np.ndarray, summarize: int, indent: int = 0) -> str:
 def format_value(v: Any, summarize: int = 3) -> str:
     if isinstance(v, Tensor | VariableBase):
         return _array_text(np.asarray(v._value), summarize)
+    if isinstance(v, TensorShape):
+        return repr(v)  # TF prints a shape as TensorShape([3]), not as the tuple it is
     if isinstance(v, list | tuple):
         inner = ", ".join(format_value(x, summarize) for x in v)
-        return f"[{inner}]" if isinstance(v, list) else f"({inner})"
+        if isinstance(v, list):
+            return f"[{inner}]"
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k!r}: {format_value(x, summarize)}" for k, x in v.items()) + "}"
     return str(v)

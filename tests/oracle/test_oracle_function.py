@@ -362,6 +362,21 @@ def tf_print_formats_every_call(tf):
 
 
 @case
+def tf_print_shapes_and_tuples(tf):
+    # A TensorShape prints as TensorShape([...]); a one-element tuple keeps its comma.
+    x = tf.constant([1, 2, 3])
+    tf.print("@e", x.shape, tf.TensorShape([None, 2]), (3,), (x,), [x, (1, 2)])
+
+    @tf.function
+    def f(x):
+        tf.print("@f", x.shape, (x,), (1, 2), [x, 1])
+        return x
+
+    f(x)
+    return []
+
+
+@case
 def namedtuple_and_dict_outputs(tf):
     P = collections.namedtuple("P", "a b")
 
@@ -804,6 +819,45 @@ def actor_critic_style_episode_with_break(tf):
         return total, steps, tape.gradient(total, w)
 
     return [episode(tf.constant([[1.0, 2.0]]), tf.constant(20)), episode(tf.constant([[0.1, 0.2]]), tf.constant(5))]
+
+
+@ag
+def tensor_array_and_nested_loop_variables(tf):
+    # The function guide's dynamic_rnn: a TensorArray written in a tf.range loop; plus a loop
+    # variable that is a tuple holding a dict, differentiated through from outside.
+    @tf.function
+    def dynamic_rnn(input_data, initial_state):
+        input_data = tf.transpose(input_data, [1, 0, 2])
+        states = tf.TensorArray(tf.float32, size=input_data.shape[0])
+        state = (initial_state, {"c": tf.ones_like(initial_state)})
+        for i in tf.range(input_data.shape[0]):
+            h, d = state
+            c = d["c"] * 0.5 + input_data[i]
+            state = (h + c, {"c": c})
+            states = states.write(i, h)
+        return tf.transpose(states.stack(), [1, 0, 2]), state[1]["c"]
+
+    x = tf.Variable(tf.reshape(tf.range(24, dtype=tf.float32), [2, 3, 4]) / 10.0)
+    with tf.GradientTape() as tape:
+        seq, c = dynamic_rnn(x, tf.zeros([2, 4]))
+        loss = tf.reduce_sum(seq * seq) + tf.reduce_sum(c)
+    return [seq, c, tape.gradient(loss, x)]
+
+
+@ag
+def loop_variable_changes_structure(tf):
+    @tf.function
+    def f(x):
+        s = (x, x)
+        for i in tf.range(3):
+            s = (s[0],)
+        return s
+
+    try:
+        f(tf.constant([1.0]))
+    except TypeError:
+        return ["TypeError"]
+    return ["no error"]
 
 
 @pytest.mark.parametrize("snippet", AG_CASES, ids=[c.__name__ for c in AG_CASES])
