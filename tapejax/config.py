@@ -16,8 +16,12 @@ The replay tiers of an eager gradient (see ``compat_docs/performance.md``):
   tier 0 answers (default True); ``replay_lag`` sightings later (default 8) the
   compiled program takes over, waiting for the compile if needed, so the switch
   point never depends on timing.
-- ``replay_max_compile_eqns``: slices longer than this stay interpreted (default
-  1000): a whole-slice compile grows faster than linearly with length.
+- ``replay_max_compile_eqns``: slices longer than this are never compiled whole
+  (default 256): a whole-slice compile grows faster than linearly with length. A hot
+  longer slice is *segmented* instead: cut into runs of ``replay_segment_eqns``
+  (default 128) equations, each run's pullback a small program compiled once per run
+  structure, so a loop body recorded many times shares a few programs. 0 keeps long
+  slices interpreted.
 
 Example:
     >>> import tapejax as tf
@@ -72,7 +76,8 @@ replay_tier: str = _env_tier()
 replay_hot: int = 2
 replay_lag: int = 8
 replay_background_compile: bool = True
-replay_max_compile_eqns: int = 1000
+replay_max_compile_eqns: int = 256
+replay_segment_eqns: int = 128
 
 
 # ---- execution mode (eager / lazy) ------------------------------------------------------------

@@ -23,7 +23,7 @@ from tapejax import config
 @pytest.fixture
 def tier():
     saved = (config.replay_tier, config.replay_hot, config.replay_lag, config.replay_background_compile,
-             config.replay_max_compile_eqns)
+             config.replay_max_compile_eqns, config.replay_segment_eqns)
     tf.replay_cache_clear()
 
     def set_(mode, **kw):
@@ -33,7 +33,7 @@ def tier():
 
     yield set_
     (config.replay_tier, config.replay_hot, config.replay_lag, config.replay_background_compile,
-     config.replay_max_compile_eqns) = saved
+     config.replay_max_compile_eqns, config.replay_segment_eqns) = saved
     tf.replay_cache_clear()
 
 
@@ -88,14 +88,42 @@ def test_auto_without_background_compiles_when_hot(tier):
     assert (info.interpreted, info.compiled, info.background_compiles) == (2, 2, 0)
 
 
-def test_long_slices_stay_interpreted(tier):
-    tier("auto", hot=1, max_compile_eqns=50)
+def test_long_slices_stay_interpreted_without_segments(tier):
+    tier("auto", hot=1, max_compile_eqns=50, segment_eqns=0)
     k = tf.Variable(2.0)
     expected = float(jax.grad(_euler_jax)(2.0, 30))
     for _ in range(3):
         np.testing.assert_allclose(float(_euler(k, 30)), expected, rtol=1e-5)
     info = tf.replay_cache_info()
-    assert (info.interpreted, info.compiled, info.size) == (3, 0, 0)
+    assert (info.interpreted, info.compiled, info.segmented, info.size) == (3, 0, 0, 0)
+
+
+def test_long_hot_slices_are_segmented_with_shared_programs(tier):
+    # 30 Euler steps (~300 equations) in runs of 20: the loop body's runs share programs.
+    from tapejax._engine import _segments
+
+    tier("auto", hot=2, lag=2, max_compile_eqns=50, segment_eqns=20, background_compile=True)
+    k = tf.Variable(2.0)
+    expected = float(jax.grad(_euler_jax)(2.0, 30))
+    kinds = []
+    for _ in range(6):
+        before = tf.replay_cache_info()
+        np.testing.assert_allclose(float(_euler(k, 30)), expected, rtol=1e-5)
+        after = tf.replay_cache_info()
+        kinds.append("i" if after.interpreted > before.interpreted else "s" if after.segmented > before.segmented else "?")
+    assert kinds == ["i", "i", "i", "s", "s", "s"]  # hot at 2, switch at hot + lag = 4
+    info = tf.replay_cache_info()
+    assert (info.compiled, info.size, info.background_compiles) == (0, 0, 1)
+    assert 1 <= len(_segments._programs) <= 12  # far fewer programs than the ~15 runs
+
+
+def test_segmented_tier_without_background_compile(tier):
+    tier("auto", hot=1, max_compile_eqns=10, segment_eqns=7, background_compile=False)
+    k = tf.Variable(2.0)
+    expected = float(jax.grad(_euler_jax)(2.0, 12))
+    for _ in range(2):
+        np.testing.assert_allclose(float(_euler(k, 12)), expected, rtol=1e-5)
+    assert tf.replay_cache_info().segmented == 2
 
 
 def test_cache_clear_makes_slices_cold_again(tier):
@@ -304,3 +332,93 @@ def test_compiled_gradient_under_an_outer_tape_that_watches_other_values(tier, m
             y = v * v * v
         g = inner.gradient(y, v)
     assert float(g) == 12.0 and float(outer.gradient(g, v)) == 12.0
+
+
+def _segment_program(rng, n_ops):
+    """A random program over a vector Variable, a matrix and a scalar Variable with slicing,
+    stack/unstack (several outputs), an integer index op and reuse of old values: the
+    wiring a segment boundary can cut anywhere."""
+    prog = [(int(rng.integers(8)), int(rng.integers(0, 3 + i)), int(rng.integers(0, 3 + i))) for i in range(n_ops)]
+
+    def run(v, m, s, np_):
+        vals = [v, np_.tanh(m[0]) if np_ is not jnp else jnp.tanh(m[0]), v * s]
+        for op, i, j in prog:
+            a, b = vals[i], vals[j]
+            if op == 0:
+                vals.append(a * b + 0.1)
+            elif op == 1:
+                vals.append(np_.sin(a) - b * 0.5)
+            elif op == 2:
+                vals.append(a * s)
+            elif op == 3:
+                parts = np_.unstack(a) if np_ is not jnp else list(a)
+                vals.append(np_.stack([parts[3], parts[0] * 0.9, parts[1], parts[2] + 1.0]))
+            elif op == 4:
+                vals.append(np_.tanh(a) * 2.0)
+            elif op == 5:
+                # An integer op: which entry is largest (no gradient through the index).
+                idx = np_.argmax(b)
+                vals.append(a * (1.0 + 0.1 * np_.cast(idx, np_.float32) if np_ is not jnp else
+                                 1.0 + 0.1 * idx.astype(jnp.float32)))
+            elif op == 6:
+                vals.append(a + m[1] * 0.3)
+            else:
+                vals.append(a / (1.5 + np_.abs(b)))
+        return vals[-1], vals[len(vals) // 2]
+
+    def jax_loss(v, m, s, w1, w2):
+        y1, y2 = run(v, m, s, jnp)
+        return jnp.sum(y1 * w1) + jnp.sum(y2 * w2)
+
+    return run, jax_loss
+
+
+def test_random_segmented_programs_agree_with_jax_grad(tier):
+    # 200 random programs cut at random segment lengths (segmented tier on every call), two
+    # targets, one weighted by output_gradients: against jax.grad of the same function.
+    rng = np.random.default_rng(20261125)
+    for case in range(200):
+        n_ops = int(rng.integers(3, 40))
+        run, jax_loss = _segment_program(rng, n_ops)
+        tier("auto", hot=1, max_compile_eqns=2, segment_eqns=int(rng.integers(1, 12)), background_compile=False)
+        v0 = rng.normal(size=(4,)).astype(np.float32)
+        m0 = rng.normal(size=(2, 4)).astype(np.float32)
+        s0 = np.float32(rng.normal())
+        w1 = rng.normal(size=(4,)).astype(np.float32)
+        expected = jax.grad(jax_loss, argnums=(0, 1, 2))(jnp.asarray(v0), jnp.asarray(m0), jnp.asarray(s0),
+                                                         jnp.asarray(w1), jnp.ones(4, jnp.float32))
+        v, m, s = tf.Variable(v0), tf.Variable(m0), tf.Variable(s0)
+        with tf.GradientTape() as t:
+            y1, y2 = run(v, m, s, tf)
+        before = tf.replay_cache_info().segmented
+        got = t.gradient([y1, y2], [v, m, s], output_gradients=[tf.constant(w1), tf.ones_like(y2)],
+                         unconnected_gradients="zero")
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g.numpy(), np.asarray(e), rtol=5e-5, atol=1e-5, err_msg=f"case {case}")
+        assert tf.replay_cache_info().segmented == before + 1, f"case {case}"
+
+
+def test_intermediate_sources_are_interpreted_not_segmented(tier):
+    # A source produced inside the slice is not a leaf of any segment: tier 0 answers.
+    tier("auto", hot=1, max_compile_eqns=5, segment_eqns=4, background_compile=False)
+    k = tf.Variable(2.0)
+    for _ in range(2):
+        with tf.GradientTape() as t:
+            x = tf.constant([1.0, 0.0])
+            mid = None
+            for i in range(6):
+                x = x + 0.01 * tf.stack([x[1], -k * x[0] - 0.1 * x[1]])
+                if i == 2:
+                    mid = x
+            loss = tf.reduce_sum(x * x)
+        g_mid, g_k = t.gradient(loss, [mid, k])
+
+        def tail(m, kk):
+            for _ in range(3):
+                m = m + 0.01 * jnp.stack([m[1], -kk * m[0] - 0.1 * m[1]])
+            return jnp.sum(m * m)
+
+        np.testing.assert_allclose(g_mid.numpy(), np.asarray(jax.grad(tail)(jnp.asarray(mid.numpy()), 2.0)), rtol=1e-5)
+        np.testing.assert_allclose(float(g_k), float(jax.grad(_euler_jax)(2.0, 6)), rtol=1e-5)
+    info = tf.replay_cache_info()
+    assert info.segmented == 0 and info.interpreted == 2

@@ -170,6 +170,9 @@ class _TLS(threading.local):
 
 _tls = _TLS()
 _enabled = False
+# Lazy handles can outlive the mode (a tape recorded lazily, read after set_execution("eager")):
+# until the mode was ever on, there is nothing to resolve and no record needs scanning.
+_ever_enabled = False
 
 # (prim, frozen params, input avals) -> output avals (or an exception class marker)
 _shape_cache: dict = {}
@@ -193,9 +196,10 @@ def enabled() -> bool:
 
 def set_enabled(on: bool) -> None:
     """Install or remove the lazy ``bind`` hook (``tapejax.config.set_execution``)."""
-    global _enabled
+    global _enabled, _ever_enabled
     flush()
     _enabled = bool(on)
+    _ever_enabled = _ever_enabled or _enabled
     _recorder.lazy_bind = _lazy_bind if _enabled else None
 
 
@@ -502,6 +506,8 @@ def resolve_slice(sl: Any, extra: list) -> bool:
 
     Returns False (so it can sit in front of the gradient's tier test).
     """
+    if not _ever_enabled:
+        return False
     pend = [v for v in sl.leaf_vals if type(v) is _Cell]
     for e in sl.eqns:
         pend.extend(v for v in e.in_vals if type(v) is _Cell)

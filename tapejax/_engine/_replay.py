@@ -45,6 +45,8 @@ class CacheInfo:
     interpreted: int = 0
     compiled: int = 0
     background_compiles: int = 0
+    # Eager gradients of long slices answered by compiled runs of equations (``_segments``).
+    segmented: int = 0
 
 
 class _Cache:
@@ -107,9 +109,9 @@ _compile = os.environ.get("TAPEJAX_DISABLE_JIT", "") in ("", "0")
 def cache_info() -> CacheInfo:
     """Hits, misses, evictions and size of the compiled-replay cache, and per-tier counts.
 
-    ``interpreted`` / ``compiled`` count eager gradients answered by each replay
-    tier (see ``tapejax.config.replay_tier``); ``background_compiles`` the hot
-    slices compiled on the background thread.
+    ``interpreted`` / ``compiled`` / ``segmented`` count eager gradients answered by
+    each replay tier (see ``tapejax.config.replay_tier``); ``background_compiles`` the
+    hot slices compiled on the background thread.
 
     Example:
         >>> import tapejax as tf
@@ -118,7 +120,8 @@ def cache_info() -> CacheInfo:
     """
     with _cache.lock:
         return CacheInfo(_cache.hits, _cache.misses, _cache.evictions, len(_cache.data), _cache.maxsize, _compile,
-                         tier_counts["interpreted"], tier_counts["compiled"], tier_counts["background_compiles"])
+                         tier_counts["interpreted"], tier_counts["compiled"], tier_counts["background_compiles"],
+                         tier_counts["segmented"])
 
 
 def cache_clear() -> None:
@@ -133,7 +136,7 @@ def cache_clear() -> None:
 
 
 # Per-tier counts, kept by ``_tiers`` (which imports this module) and reported here.
-tier_counts = {"interpreted": 0, "compiled": 0, "background_compiles": 0}
+tier_counts = {"interpreted": 0, "compiled": 0, "background_compiles": 0, "segmented": 0}
 # Called by cache_clear: ``_tiers`` forgets its sightings (a cleared cache starts cold).
 clear_hooks: list[Callable[[], None]] = []
 

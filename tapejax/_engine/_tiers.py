@@ -16,13 +16,14 @@ still running). The switch point is a count, not a timing, so a program's
 numbers do not depend on how fast the machine compiled (the two tiers agree to
 float rounding, not bit for bit).
 
-Slices longer than ``max_compile_eqns`` equations stay in tier 0: their whole-slice
-compile would cost seconds to minutes, and tier 0's steady state on a long
-elementwise slice is within a small factor of the compiled program.
+Slices longer than ``max_compile_eqns`` equations are never compiled whole (that
+compile would cost seconds to minutes): once hot they go to the *segmented* tier
+(``_segments``), runs of ``replay_segment_eqns`` equations each compiled once per run
+structure, on the same background-then-switch schedule.
 
 Settings (``tapejax.config``): ``replay_tier`` ("auto", "interpret" or "compile";
 env ``TAPEJAX_REPLAY_TIER``), ``replay_hot``, ``replay_lag``,
-``replay_max_compile_eqns``, ``replay_background_compile``.
+``replay_max_compile_eqns``, ``replay_segment_eqns``, ``replay_background_compile``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import config as _config
-from . import _replay
+from . import _lazy, _replay, _segments
 
 __all__ = ["choose", "reset", "MODES"]
 
@@ -49,6 +50,7 @@ _SEEN_MAX = 4096
 # Background compiles: signature -> threading.Event set when the program is ready.
 _pending: dict[Any, threading.Event] = {}
 _counts = _replay.tier_counts
+_COUNTER = {"compile": "compiled", "segment": "segmented"}
 
 
 def reset() -> None:
@@ -74,18 +76,28 @@ def _count(tier: str) -> None:
 
 
 def choose(sl: Any, key_extra: tuple, compile_now: Callable[[], Callable[[], Any] | None]) -> str:
-    """``"interpret"`` or ``"compile"`` for an eager gradient over ``sl``.
+    """``"interpret"``, ``"compile"`` or ``"segment"`` for an eager gradient over ``sl``.
 
     ``compile_now()`` gives the thunk that compiles the compiled tier's program into
     the compile cache (or None); the background thread runs it when the slice turns hot.
+    A slice too long to compile whole gets ``"segment"`` instead of ``"compile"``, with
+    its segment programs compiled by the background thread.
     """
     mode = _mode()
     if mode == "compile" or not _replay._compile:
         _count("compiled")
         return "compile"
-    if mode == "interpret" or len(sl.code) > _config.replay_max_compile_eqns:
+    if mode == "interpret":
         _count("interpreted")
         return "interpret"
+    hot_tier = "compile"
+    if len(sl.code) > _config.replay_max_compile_eqns:
+        # Too long to compile whole: once hot, the segmented tier (compiled runs of equations).
+        if int(getattr(_config, "replay_segment_eqns", 0)) <= 0 or _lazy.enabled() or not _segments.segmentable(sl):
+            _count("interpreted")
+            return "interpret"
+        hot_tier = "segment"
+        compile_now = lambda: _segments.precompile_slice(sl)  # noqa: E731
     key = (sl.code, sl.diff, sl.groups, sl.target_slots, key_extra, tuple(_replay._aval(v) for v in sl.leaf_vals))
     hot, lag = max(1, int(_config.replay_hot)), max(0, int(_config.replay_lag))
     with _lock:
@@ -107,8 +119,8 @@ def choose(sl: Any, key_extra: tuple, compile_now: Callable[[], Callable[[], Any
             return "interpret"
         # Nothing to compile in the background (a Python scalar leaf, a jit hook):
         # switch now; the compile happens in the foreground.
-        _count("compiled")
-        return "compile"
+        _count(_COUNTER[hot_tier])
+        return hot_tier
     if background and n < hot + lag:
         _count("interpreted")
         return "interpret"
@@ -117,8 +129,8 @@ def choose(sl: Any, key_extra: tuple, compile_now: Callable[[], Callable[[], Any
         ready.wait()
         with _lock:
             _pending.pop(key, None)
-    _count("compiled")
-    return "compile"
+    _count(_COUNTER[hot_tier])
+    return hot_tier
 
 
 def _start(key: Any, build: Callable[[], Any]) -> None:

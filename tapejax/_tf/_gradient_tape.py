@@ -13,7 +13,7 @@ from .. import config as _config
 from .. import errors
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
-from .._engine import _interpret, _lazy, _replay, _tiers
+from .._engine import _interpret, _lazy, _replay, _segments, _tiers
 from .._log import log_first_n as _log_first_n
 from .._log import vlog as _vlog
 from .._ops._dtypes import INEXACT, from_np
@@ -263,7 +263,7 @@ class GradientTape:
                 # Lazy mode, a hot slice: the compiled vjp joins the pending program (one fused step).
                 grads = _lazy.deferred_transform(sl, (given,), "vjp", extra, extra_ids)
             elif _lazy.resolve_slice(sl, extra) or _interpret.interpret_needed(sl, extra_ids) \
-                    or (tier or self._tier(sl, given, extra)) == "interpret":
+                    or (tier := tier or self._tier(sl, given, extra)) == "interpret":
                 # Watched by an outer tape or accumulator, or holding a Python grad_fn:
                 # op by op, each backward op recorded where it is watched (TF's semantics).
                 # Also tier 0 of an eager gradient whose slice is not hot yet (_engine/_tiers).
@@ -271,6 +271,10 @@ class GradientTape:
                 given_t = [_interpret.handle(i, c) if g else None
                            for c, i, g, u in zip(cots, cot_ids, cot_given, used) if u]
                 grads = _interpret.gradient(sl, used_t, given_t)
+            elif tier == "segment":
+                # A hot slice too long to compile whole: its compiled segment pullbacks (_engine/_segments).
+                given_v = [c if g else None for c, g, u in zip(cots, cot_given, used) if u]
+                grads = _segments.gradient(sl, _segments.plan_for(sl), [t for t, u in zip(targets, used) if u], given_v)
             else:
                 grads = _replay.run_transform(sl, (given,), "vjp", extra, extra_ids)
         except ValueError as e:
