@@ -36,6 +36,7 @@ import os
 import threading
 import traceback
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -158,6 +159,11 @@ def _leaked(x: Any) -> bool:
             return False
         live = getattr(live, "parent_trace", None)
     return True
+
+
+# The traces of tf.function bodies (weakly): a tracer of one of them used by another trace
+# leaked out of a function, not out of a loop or branch body.
+_FUNCTION_TRACES: weakref.WeakSet = weakref.WeakSet()
 
 
 class InaccessibleTensorError(ValueError):
@@ -666,6 +672,7 @@ class Function:
 
         def traced(arrays: list) -> tuple:
             cap.trace = _jcore.trace_ctx.trace
+            _FUNCTION_TRACES.add(cap.trace)
             saved_bound = _core.state.bound
             _core.state.bound = cap.bound
             _core.state.tracing.append(cap)
@@ -731,7 +738,20 @@ class Function:
         except Exception as e:
             _in_user_code(e)
             raise
-        if any(_leaked(c) for c in closed.consts):
+        leaked = [c for c in closed.consts if _leaked(c)]
+        if leaked:
+            other = [c for c in leaked if getattr(c, "_trace", None) in _FUNCTION_TRACES]
+            if other:
+                # A tensor of another tf.function's finished trace (kept in a global or an
+                # attribute): TF's TypeError, not the loop-body error.
+                aval = other[0].aval
+                raise TypeError(
+                    f"<tf.Tensor shape={TensorShape(aval.shape)} dtype={as_dtype(aval.dtype).name}> (a tensor made while "
+                    "another tf.function was traced) is out of scope and cannot be used here. Use return values, "
+                    "explicit Python locals or TensorFlow collections to access it.\nPlease see "
+                    "https://www.tensorflow.org/guide/function#all_outputs_of_a_tffunction_must_be_return_values for "
+                    "more information."
+                )
             raise InaccessibleTensorError(_LEAKED.format(name=self._name))
         return closed, cap, side["out"]
 

@@ -438,6 +438,30 @@ def leaked_tensor_numpy_raises_attribute_error(tf):
 
 
 @case
+def tensor_leaked_from_one_function_used_by_another_raises_type_error(tf):
+    # TF's function guide, cell 40: the leak is TF's TypeError, not a loop-body error.
+    leak = []
+
+    @tf.function
+    def leaky(a):
+        x = a + 1
+        leak.append(x)
+        return x
+
+    out = [leaky(tf.constant(1))]
+
+    @tf.function
+    def captures(b):
+        return b + leak[0]
+
+    try:
+        captures(tf.constant(2))
+    except TypeError as e:
+        out.append("TypeError: " + ("out of scope" if "out of scope" in str(e) else str(e)))
+    return out
+
+
+@case
 def variable_arguments_trace_by_spec(tf):
     @tf.function
     def f(v):
