@@ -43,7 +43,7 @@ def _user_site() -> tuple:
     import os
 
     pkg = os.path.dirname(os.path.abspath(__file__))
-    f = sys._getframe(2)
+    f: Any = sys._getframe(2)
     while f is not None and f.f_code.co_filename.startswith(pkg):
         f = f.f_back
     return (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)

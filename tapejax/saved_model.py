@@ -138,8 +138,8 @@ def save(obj: Any, export_dir: str, signatures: Any = None, options: Any = None)
         for cf in _concretes(fn, name):
             meta["functions"][name].append(_save_program(export_dir, files, name, cf, variables, index))
             files += 1
-    np.savez(os.path.join(export_dir, "variables.npz"),
-             **{f"v{k}": np.asarray(v._v) for k, v in enumerate(variables)})
+    arrays: dict[str, Any] = {f"v{k}": np.asarray(v._v) for k, v in enumerate(variables)}
+    np.savez(os.path.join(export_dir, "variables.npz"), **arrays)
     meta["variables"] = [{"name": getattr(v, "name", f"v{k}"), "trainable": v._trainable} for k, v in enumerate(variables)]
     with open(os.path.join(export_dir, "tapejax_saved_model.json"), "w") as f:
         json.dump(meta, f)

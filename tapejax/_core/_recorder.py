@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._kinds import INEXACT
 
-__all__ = ["Tensor", "Pending", "VariableBase", "Primitive", "Eqn", "Tape", "bind", "record", "state"]
+__all__ = ["attach", "Tensor", "Pending", "VariableBase", "Primitive", "Eqn", "Tape", "bind", "record", "state"]
 
 # Identity, not value, decides what a tape tracks: every Tensor gets a fresh id.
 # A counter (not id()) so that ids are never reused after garbage collection.
@@ -83,8 +83,8 @@ if TYPE_CHECKING:
         def __le__(self, other: Any) -> Tensor: ...
         def __gt__(self, other: Any) -> Tensor: ...
         def __ge__(self, other: Any) -> Tensor: ...
-        def __eq__(self, other: Any) -> Any: ...  # type: ignore[override]
-        def __ne__(self, other: Any) -> Any: ...  # type: ignore[override]
+        def __eq__(self, other: Any) -> Any: ...
+        def __ne__(self, other: Any) -> Any: ...
         def __neg__(self) -> Tensor: ...
         def __pos__(self) -> Tensor: ...
         def __abs__(self) -> Tensor: ...
@@ -92,6 +92,14 @@ if TYPE_CHECKING:
 else:
     class _TensorLike:
         __slots__ = ()
+
+
+def attach(cls: type, **members: Any) -> None:
+    """Give a core class members at import. The op library attaches Tensor's operators and
+    methods (the core knows no op names); type checkers read their declarations from
+    ``_TensorLike`` above, not from these assignments."""
+    for name, value in members.items():
+        setattr(cls, name, value)
 
 
 class Tensor(_TensorLike):
@@ -138,6 +146,11 @@ class VariableBase(_TensorLike):
     """
 
     __slots__ = ("_raw", "_uid", "_trainable", "__weakref__")
+
+    if TYPE_CHECKING:
+        # tf.Variable (tapejax/_tf/_variable.py) defines these on its subclass.
+        def assign(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any: ...
+        def read_value(self) -> Any: ...
 
     def __init__(self, value: Any, trainable: bool):
         self._uid = _next_id()
@@ -460,7 +473,7 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
         if prim.multiple_results:
             return tuple(Tensor(o) for o in out)
         return Tensor(out)
-    ids = []
+    ids: list = []
     vals = []
     for a in args:
         if isinstance(a, Tensor):
@@ -480,7 +493,7 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     # per-op cost of recording (benchmarks/run.py record_overhead).
     in_ids = tuple(ids)
     if prim.multiple_results:
-        outs = tuple(Tensor(o) for o in out)
+        outs: Any = tuple(Tensor(o) for o in out)
         out_ids = tuple(t._id for t in outs)
         diff_out: Any = [t._id for t in outs if t._value.dtype in INEXACT]
     else:

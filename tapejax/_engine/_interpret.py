@@ -567,7 +567,7 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
                 # derivative of one input's gradient is connected only to what it reads.
                 res = [vjp_op(e.prim, _freeze(e.params), inputs, cts_in, (j,), ctmask, batched)[0] for j in act]
             else:
-                res = vjp_op(e.prim, _freeze(e.params), inputs, cts_in, act, ctmask, batched)
+                res = list(vjp_op(e.prim, _freeze(e.params), inputs, cts_in, act, ctmask, batched))
             in_cts = dict(zip(act, res))
         for j, c in in_cts.items():
             i = e.in_ids[j]

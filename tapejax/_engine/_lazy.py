@@ -133,7 +133,7 @@ class Program:
         self.key: list = []
         self.inputs: list = []
         self.cells: list[_Cell] = []
-        self.eqns: list[Eqn] = []  # recorded equations holding cells in ``in_vals``
+        self.eqns: list[Any] = []  # weak references to recorded equations holding cells in ``in_vals``
         self.lock = threading.Lock()
         self.done = False
         self.error: BaseException | None = None
@@ -261,7 +261,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     avals = []
     ids = []
     vals = []
-    new_inputs = []
+    new_inputs: list = []
     has_cell = False
     n_in = len(prog.inputs)
     for a in args:
@@ -375,7 +375,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
 
 def _new_node(prim: Primitive, params: dict, fparams: tuple, avals: list, vals: list, nk: tuple) -> Any:
     skey = (prim, fparams, tuple(avals))
-    info = _shape_cache.get(skey)
+    info: Any = _shape_cache.get(skey)
     if info is None:
         try:
             specs = [_spec(a, v if type(v) is not _Cell else None) for a, v in zip(avals, vals)]
@@ -433,7 +433,7 @@ def _execute(prog: Program) -> None:
     gr = sys.getrefcount
     live = tuple(k for k in range(len(cells)) if gr(cells[k]) > 2)
     key = (tuple(prog.key), live)
-    entry = _programs.get(key)
+    entry: Any = _programs.get(key)
     if entry is None or type(entry) is int:
         n = (entry or 0) + 1
         if n >= HOT:

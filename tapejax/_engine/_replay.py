@@ -52,11 +52,11 @@ class CacheInfo:
 class _Cache:
     def __init__(self, maxsize: int):
         self.maxsize = maxsize
-        self.data: OrderedDict[Any, Callable] = OrderedDict()
+        self.data: OrderedDict[Any, Any] = OrderedDict()
         self.lock = threading.Lock()
         self.hits = self.misses = self.evictions = 0
 
-    def get(self, key: Any, make: Callable[[], Callable]) -> Callable:
+    def get(self, key: Any, make: Callable[[], Any]) -> Any:
         with self.lock:
             fn = self.data.get(key)
             if fn is not None:

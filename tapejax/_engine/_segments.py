@@ -150,7 +150,7 @@ def _build(sl: Any) -> _Plan:
                 inexact[s] = jnp.result_type(v) in _INEXACT
         if any(s in reach for s in ins):
             reach.update(out_slots[e])
-    segments = []
+    segments: list[_Segment | None] = []
     for a in range(0, len(code), size):
         b = min(a + size, len(code))
         local: dict[int, int] = {}  # produced slot -> index among the segment's own outputs
@@ -243,7 +243,8 @@ def gradient(sl: Any, plan: _Plan, targets: Sequence[Tensor], given: Sequence[An
         cts = [ct.pop(s, None) for s in seg.out_slots]
         if all(c is None for c in cts):
             continue
-        act_vals, const_vals = [], []
+        act_vals: list = []
+        const_vals: list = []
         for s, f, a in zip(seg.in_slots, seg.fetch, seg.active):
             (act_vals if a else const_vals).append(_value(sl, s, f))
         if any(c is None for c in cts):
@@ -305,6 +306,14 @@ def precompile(sl: Any, plan: _Plan) -> Callable[[], None] | None:
             jax.block_until_ready(prog(act, const, cts))
 
     return build
+
+
+def plan_for_checked(sl: Any) -> _Plan:
+    """``plan_for`` of a slice the tier policy found segmentable."""
+    plan = plan_for(sl)
+    if plan is None:
+        raise AssertionError("the segmented tier was chosen for a slice it cannot segment")
+    return plan
 
 
 def precompile_slice(sl: Any) -> Callable[[], None] | None:

@@ -206,9 +206,13 @@ def from_np(npd: np.dtype) -> DType:
     return _BY_NP[npd]
 
 
+# JAX's options are attributes its Config object makes at run time: typed Any here.
+_JAX_CONFIG: Any = jax.config
+
+
 def x64_enabled() -> bool:
     """Whether 64-bit types are available (JAX x64 mode, globally or in ``jax.enable_x64()``)."""
-    return bool(jax.config.jax_enable_x64)
+    return bool(_JAX_CONFIG.jax_enable_x64)
 
 
 def enable_x64(enabled: bool = True) -> None:
@@ -236,6 +240,6 @@ X64_HINT = (
 
 def check_width(npd: np.dtype, what: str = "dtype") -> None:
     """Raise if ``npd`` is a 64-bit type and x64 is off (the no-silent-truncation rule)."""
-    if npd in _WIDE and not jax.config.jax_enable_x64:
+    if npd in _WIDE and not _JAX_CONFIG.jax_enable_x64:
         raise TypeError(f"{what} {npd} needs 64-bit mode. {X64_HINT}")
 

@@ -34,7 +34,7 @@ from jax import lax
 from .. import errors
 from .._core._recorder import Primitive, Tensor, VariableBase, bind, state
 from . import _tfgrad
-from ._dtypes import as_dtype, check_width, from_np
+from ._dtypes import as_dtype, check_width, from_np, x64_enabled
 from ._tensor import convert_to_tensor
 
 __all__ = ["EXPORTS", "JAX_NAMES", "prim", "unary", "binary", "reduction", "define"]
@@ -230,6 +230,7 @@ def unary(
     opname = tf_name or "".join(w.capitalize() for w in name.split("_"))
     keys = [k for k, _ in params]
 
+    body: Callable[..., Tensor]
     if not params:
 
         def body(x: Any) -> Tensor:
@@ -240,7 +241,7 @@ def unary(
 
     else:
 
-        def body(x: Any, *vals: Any) -> Tensor:
+        def body(x: Any, *vals: Any) -> Tensor:  # (the other variant takes no params)
             x = convert(x) if convert else _as_t(x)
             if _dt(x) not in dtypes:
                 check_dtype(opname, x, dtypes)
@@ -344,6 +345,13 @@ def _reciprocal_no_nan(x: Any) -> Any:
     safe = jnp.where(x == 0, jnp.ones_like(x), x)
     return jnp.where(x == 0, jnp.zeros_like(x), 1 / safe)
 
+
+# The op tables mix names, functions and dtype sets in one tuple: their loop variables are Any.
+_name: Any
+_impl: Any
+_dts: Any
+_tfn: Any
+_names: Any
 
 _UNARY = [
     # name, impl, dtypes, exported names
@@ -571,7 +579,7 @@ def _divide(x: Any, y: Any) -> Any:
     # a documented difference); floats divide as they are.
     dt = jnp.result_type(x, y)
     if jnp.issubdtype(dt, jnp.integer):
-        wide = dt.itemsize >= 4 and jax.config.jax_enable_x64
+        wide = dt.itemsize >= 4 and x64_enabled()
         ft = jnp.float64 if wide else jnp.float32
         return jnp.true_divide(jnp.asarray(x, ft), jnp.asarray(y, ft))
     return jnp.true_divide(x, y)

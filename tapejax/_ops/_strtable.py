@@ -79,7 +79,7 @@ def is_traced_string(v: Any) -> bool:
     return type(v) is StrIds
 
 
-def intern(strings: np.ndarray, permanent: bool) -> np.ndarray:
+def intern(strings: Any, permanent: bool) -> np.ndarray:
     """The ids of a NumPy array of ``bytes`` (``permanent`` for constants of a traced program)."""
     global _next_call_id, _cur, _cur_by_id, _prev, _prev_by_id
     flat = strings.reshape(-1)

@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax._src import core as _jcore
 
-from .._core._recorder import Tensor, VariableBase, read_variable
-from ._dtypes import DType, as_dtype, check_width, from_np
+from .._core._recorder import Tensor, VariableBase, attach, read_variable
+from ._dtypes import DType, as_dtype, check_width, from_np, x64_enabled
 from ._strtable import StrIds
 
 __all__ = ["Tensor", "TensorShape", "constant", "convert_to_tensor", "is_tensor", "Reference"]
@@ -111,7 +111,7 @@ class TensorShape(tuple):
             return TensorShape(None)
         return TensorShape(tuple(self) + tuple(other))
 
-    def __add__(self, other: Any) -> TensorShape:  # type: ignore[override]
+    def __add__(self, other: Any) -> TensorShape:
         return self.concatenate(other)
 
     def assert_has_rank(self, rank: int) -> None:
@@ -302,30 +302,30 @@ def _t_format(self: Tensor, spec: str) -> str:
     return format(str(self), spec)
 
 
-Tensor.numpy = _t_numpy  # type: ignore[attr-defined]
+attach(Tensor, numpy=_t_numpy)
 # Metadata reads go through ``_aval`` so that a lazy tensor answers without running its program.
-Tensor.shape = property(lambda self: TensorShape(self._aval.shape), doc="The static shape, a TensorShape.")  # type: ignore[attr-defined]
-Tensor.get_shape = lambda self: TensorShape(self._aval.shape)  # type: ignore[attr-defined]
-Tensor.dtype = property(lambda self: from_np(self._aval.dtype), doc="The element type, a tapejax DType.")  # type: ignore[attr-defined]
-Tensor.ndim = property(lambda self: len(self._aval.shape))  # type: ignore[attr-defined]
-Tensor.device = property(  # type: ignore[attr-defined]
+attach(Tensor, shape=property(lambda self: TensorShape(self._aval.shape), doc="The static shape, a TensorShape."))
+attach(Tensor, get_shape=lambda self: TensorShape(self._aval.shape))
+attach(Tensor, dtype=property(lambda self: from_np(self._aval.dtype), doc="The element type, a tapejax DType."))
+attach(Tensor, ndim=property(lambda self: len(self._aval.shape)))
+attach(Tensor, device=property(
     lambda self: "/job:localhost/replica:0/task:0/device:CPU:0" if is_string_value(self._value)
     else str(next(iter(self._value.devices())))
-)
-Tensor.__repr__ = _t_repr  # type: ignore[method-assign]
-Tensor.__str__ = _t_str  # type: ignore[method-assign]
-Tensor.__format__ = _t_format  # type: ignore[method-assign]
-Tensor.__hash__ = _t_hash  # type: ignore[method-assign,assignment]
-Tensor.__len__ = _t_len  # type: ignore[attr-defined]
-Tensor.__iter__ = _t_iter  # type: ignore[attr-defined]
-Tensor.__bool__ = _t_bool  # type: ignore[attr-defined]
-Tensor.__float__ = lambda self: float(np.asarray(self._value))  # type: ignore[attr-defined]
-Tensor.__int__ = lambda self: int(np.asarray(self._value))  # type: ignore[attr-defined]
-Tensor.__complex__ = lambda self: complex(np.asarray(self._value))  # type: ignore[attr-defined]
-Tensor.__index__ = _t_index  # type: ignore[attr-defined]
-Tensor.__array__ = _t_array  # type: ignore[attr-defined]
-Tensor.__array_priority__ = 100  # type: ignore[attr-defined]
-Tensor.__jax_array__ = lambda self: self._value  # type: ignore[attr-defined]
+))
+attach(Tensor, __repr__=_t_repr)
+attach(Tensor, __str__=_t_str)
+attach(Tensor, __format__=_t_format)
+attach(Tensor, __hash__=_t_hash)
+attach(Tensor, __len__=_t_len)
+attach(Tensor, __iter__=_t_iter)
+attach(Tensor, __bool__=_t_bool)
+attach(Tensor, __float__=lambda self: float(np.asarray(self._value)))
+attach(Tensor, __int__=lambda self: int(np.asarray(self._value)))
+attach(Tensor, __complex__=lambda self: complex(np.asarray(self._value)))
+attach(Tensor, __index__=_t_index)
+attach(Tensor, __array__=_t_array)
+attach(Tensor, __array_priority__=100)
+attach(Tensor, __jax_array__=lambda self: self._value)
 def _t_set_shape(self: Tensor, shape: Any) -> None:
     """TF's ``Tensor.set_shape``: an eager tensor's shape is known, so only check it."""
     want = TensorShape(shape)
@@ -333,9 +333,9 @@ def _t_set_shape(self: Tensor, shape: Any) -> None:
         raise ValueError(f"Tensor's shape {TensorShape(self._value.shape)} is not compatible with supplied shape {want}.")
 
 
-Tensor.set_shape = _t_set_shape  # type: ignore[attr-defined]
-Tensor.ref = lambda self: Reference(self)  # type: ignore[attr-defined]
-Tensor.experimental_ref = Tensor.ref  # type: ignore[attr-defined]
+attach(Tensor, set_shape=_t_set_shape)
+attach(Tensor, ref=lambda self: Reference(self))
+attach(Tensor, experimental_ref=Tensor.ref)
 
 
 def _flatten_tensor(t: Tensor) -> tuple:
@@ -431,7 +431,7 @@ def _scalar_key(value: Any, dtype: DType | None) -> Any:
     # float.hex tells -0.0 from 0.0 and keeps NaN equal to itself.
     # The x64 flag too: it decides what a large int or a float64 request converts to.
     return (t, value.hex() if t is float else value, None if dtype is None else dtype._np,
-            jax.config.jax_enable_x64)
+            x64_enabled())
 
 
 def _to_array(value: Any, dtype: DType | None) -> jax.Array:
@@ -457,7 +457,7 @@ def _to_array_uncached(value: Any, dtype: DType | None) -> jax.Array:
     if is_string_value(value):
         if dtype is not None:
             raise ValueError(f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype string")
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, jax.Array):
         src = value.dtype
     else:
@@ -494,7 +494,7 @@ def _to_array_uncached(value: Any, dtype: DType | None) -> jax.Array:
 def _narrow_ints(value: Any, src: np.dtype) -> np.dtype:
     # NumPy defaults to int64; without x64 tapejax stores such data as int32 when
     # every value fits (nothing is lost), and raises otherwise.
-    if src.kind in "iu" and src.itemsize == 8 and not jax.config.jax_enable_x64:
+    if src.kind in "iu" and src.itemsize == 8 and not x64_enabled():
         a = np.asarray(value)
         if a.size == 0 or (a.min() >= np.iinfo(np.int32).min and a.max() <= np.iinfo(np.int32).max):
             return np.dtype(np.int32)

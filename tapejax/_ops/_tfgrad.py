@@ -54,7 +54,7 @@ def _mul_nonan_jvp(primals: tuple, tangents: tuple) -> tuple:
     if type(dd) is not ad.Zero:
         parts.append(mul_nonan(t, dd))
     if not parts:
-        return out, ad.Zero.from_primal_value(out)
+        return out, ad.Zero.from_primal_value(out)  # type: ignore[attr-defined]  # JAX's internal class has it
     tan = parts[0] if len(parts) == 1 else parts[0] + parts[1]
     return out, jnp.broadcast_to(tan, out.shape)
 

@@ -24,7 +24,7 @@ from jax import lax
 
 from .. import errors
 from .._core._recorder import Tensor, bind, state
-from ._dtypes import as_dtype, check_width, from_np
+from ._dtypes import as_dtype, check_width, from_np, x64_enabled
 from ._machinery import (
     INT,
     OPS,
@@ -211,7 +211,7 @@ def linspace(start: Any, stop: Any, num: Any, name: str | None = None, axis: int
         ref = start if _is_t(start) else stop
         dt = _dt(ref)
         if from_np(dt).is_integer:
-            dt = np.dtype(np.float64) if jax.config.jax_enable_x64 else np.dtype(np.float32)
+            dt = np.dtype(np.float64) if x64_enabled() else np.dtype(np.float32)
             start = OPS["cast"](start, from_np(dt)) if _is_t(start) else start
             stop = OPS["cast"](stop, from_np(dt)) if _is_t(stop) else stop
     else:
@@ -219,7 +219,7 @@ def linspace(start: Any, stop: Any, num: Any, name: str | None = None, axis: int
         if "f" in kinds:
             dt = np.dtype(np.float32)
         else:
-            dt = np.dtype(np.float64) if jax.config.jax_enable_x64 else np.dtype(np.float32)
+            dt = np.dtype(np.float64) if x64_enabled() else np.dtype(np.float32)
     s = start if _is_t(start) else convert_to_tensor(start, dtype=from_np(dt))
     e = stop if _is_t(stop) else convert_to_tensor(stop, dtype=from_np(dt))
     s, e = same_dtype("LinSpace", s, e)
@@ -245,7 +245,7 @@ def range_(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, nam
     if dtype is None:
         if any(v.dtype.kind == "f" for v in vals):
             f64 = any(v.dtype == np.float64 and isinstance(o, Tensor) for v, o in zip(vals, (start, limit, delta)))
-            dt = np.dtype(np.float64) if f64 else np.dtype(np.float32)
+            dt: np.dtype = np.dtype(np.float64) if f64 else np.dtype(np.float32)
         elif any(_is_t(o) and _dt(o) == np.int64 for o in (start, limit, delta)):
             dt = np.dtype(np.int64)
         else:
@@ -361,7 +361,7 @@ _concat_p = prim("concat", lambda *xs, axis: jnp.concatenate(xs, axis=axis))
 
 def _same_dtype(values: list, opname: str) -> list:
     ts = [v for v in values if _is_t(v)]
-    like = _dt(ts[0]) if ts else None
+    like: Any = _dt(ts[0]) if ts else None
     out = []
     for i, v in enumerate(values):
         if _is_t(v):
@@ -490,7 +490,7 @@ def split(value: Any, num_or_size_splits: Any, axis: int = 0, num: Any = None, n
             raise errors.InvalidArgumentError(
                 f"Number of ways to split should evenly divide the split dimension, but got split_dim {ax} (size = {n}) and num_split {k} "
                 "[Op:Split]")
-        sizes = (n // k,) * k
+        sizes: Any = (n // k,) * k
     else:
         sizes = list(_ints(num_or_size_splits, "num_or_size_splits"))
         if sizes.count(-1) > 1:
@@ -1057,7 +1057,7 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
         cv = _concrete(c)
         if cv is None:
             raise errors.needs_values(TypeError("tf.where(condition) has a data-dependent shape and needs a concrete condition."))
-        d = np.int64 if jax.config.jax_enable_x64 else np.int32
+        d = np.int64 if x64_enabled() else np.int32
         return Tensor(jnp.asarray(np.argwhere(cv).astype(d)))
     xv, yv = same_dtype("SelectV2", x, y)
     shapes = [tuple(t._value.shape) for t in (c, xv, yv)]

@@ -309,8 +309,8 @@ def Assert(condition: Any, data: Any, summarize: Any = None, name: str | None = 
         _check_traced(~jnp.all(condition._value), msg, *arrays)
         return None
     if not bool(np.all(c)):
-        shown = ", ".join(str(_concrete(d) if _is_t(d) else d) for d in data)
-        raise errors.InvalidArgumentError(f"Expected '{bool(np.all(c))}' to be true. Summarized data: {shown}")
+        shown_text = ", ".join(str(_concrete(d) if _is_t(d) else d) for d in data)
+        raise errors.InvalidArgumentError(f"Expected '{bool(np.all(c))}' to be true. Summarized data: {shown_text}")
     return None
 
 

@@ -20,7 +20,7 @@ from jax import lax
 from .. import errors
 from .._core._recorder import Tensor, bind
 from . import _tfgrad
-from ._dtypes import as_dtype, check_width, from_np
+from ._dtypes import as_dtype, check_width, from_np, x64_enabled
 from ._machinery import (
     BOOL,
     EXPORTS,
@@ -126,6 +126,7 @@ def _static_int(v: Any) -> int:
     return int(v)
 
 
+_args: Any  # a table row: name, function, dtypes, TF names
 for _args in [
     ("cumsum", _cumsum, NUMERIC, "Cumsum", "cumsum", "math.cumsum"),
     ("cumprod", _cumprod, NUMERIC, "Cumprod", "math.cumprod"),
@@ -142,7 +143,7 @@ def _index_dtype(output_type: Any, default64: bool = True) -> np.dtype:
     # TF's default index type for argmax/argmin/where is int64. Without x64 tapejax
     # returns int32 for the default (documented); an explicit int64 needs x64.
     if output_type is None:
-        return np.dtype(np.int64) if (default64 and jax.config.jax_enable_x64) else np.dtype(np.int32)
+        return np.dtype(np.int64) if (default64 and x64_enabled()) else np.dtype(np.int32)
     d = as_dtype(output_type)._np
     check_width(d, "output_type")
     return d
@@ -303,7 +304,7 @@ def _segment_prod(data: Any, ids: Any, num: int, indices_are_sorted: bool = Fals
 
 
 def _segment_impl(data: Any, ids: Any, num: int, kind: str, empty_zero: bool, sorted_ids: bool) -> Any:
-    fn = {"sum": jax.ops.segment_sum, "prod": _segment_prod, "max": jax.ops.segment_max, "min": jax.ops.segment_min}.get(kind)
+    fn: Any = {"sum": jax.ops.segment_sum, "prod": _segment_prod, "max": jax.ops.segment_max, "min": jax.ops.segment_min}.get(kind)
     if kind == "mean" or kind == "sqrt_n":
         s = jax.ops.segment_sum(data, ids, num, indices_are_sorted=sorted_ids)
         n = jax.ops.segment_sum(jnp.ones(ids.shape, data.dtype), ids, num, indices_are_sorted=sorted_ids)

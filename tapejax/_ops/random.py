@@ -29,7 +29,7 @@ import numpy as np
 from .. import errors
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
-from ._dtypes import as_dtype, check_width
+from ._dtypes import as_dtype, check_width, x64_enabled
 from ._machinery import OPS
 from ._tensor import convert_to_tensor
 
@@ -44,8 +44,13 @@ _lock = threading.Lock()
 _state: dict[str, Any] = {"key": None, "global_seed": None, "counter": 0, "op_counts": {}}
 
 
+def _entropy() -> int:
+    # Fresh OS entropy, as an int (SeedSequence().entropy is one when no entropy is given).
+    return int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+
+
 def _entropy_key_data() -> np.ndarray:
-    return np.asarray([np.random.SeedSequence().entropy % (2**32), np.random.SeedSequence().entropy % (2**32)], np.uint32)
+    return np.asarray([_entropy() % (2**32), _entropy() % (2**32)], np.uint32)
 
 
 # Inside a compiled tapejax.function, random ops draw from this holder instead:
@@ -127,7 +132,7 @@ def next_key(seed: int | None, kind: str = "uniform") -> jax.Array:
         # the split must still run eagerly: a traced key stored in the global state would leak.
         with jax.ensure_compile_time_eval():
             if _state["key"] is None:
-                _state["key"] = jax.random.key(int(np.random.SeedSequence().entropy % (2**31)))
+                _state["key"] = jax.random.key(int(_entropy() % (2**31)))
             _state["key"], k = jax.random.split(_state["key"])
         return k
 
@@ -201,11 +206,11 @@ def uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = "float
     if not d.is_floating:
         raise ValueError(f"Invalid dtype {d!r} for tf.random.uniform: use a floating or integer dtype.")
     z = jax.random.uniform(next_key(seed, "uniform"), _shape(shape), d._np)
-    hi = 1.0 if maxval is None else maxval
-    if isinstance(hi, Tensor | VariableBase) or isinstance(minval, Tensor | VariableBase):
-        width = OPS["subtract"](_cast_like(hi, d), _cast_like(minval, d))
+    top = 1.0 if maxval is None else maxval
+    if isinstance(top, Tensor | VariableBase) or isinstance(minval, Tensor | VariableBase):
+        width = OPS["subtract"](_cast_like(top, d), _cast_like(minval, d))
         return _affine(z, width, minval, d)
-    return _affine(z, float(hi) - float(minval), float(minval), d)
+    return _affine(z, float(top) - float(minval), float(minval), d)
 
 
 def truncated_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = "float32", seed: int | None = None,
@@ -239,7 +244,7 @@ def shuffle(value: Any, seed: int | None = None, name: Any = None) -> Tensor:
 
 def _index_dtype(dtype: Any) -> Any:
     if dtype is None:
-        return np.dtype(np.int64) if jax.config.jax_enable_x64 else np.dtype(np.int32)
+        return np.dtype(np.int64) if x64_enabled() else np.dtype(np.int32)
     d = as_dtype(dtype)._np
     check_width(d, "Requested dtype")
     return d
@@ -336,6 +341,9 @@ def stateless_categorical(logits: Any, num_samples: int, seed: Any, dtype: Any =
 
 
 class Generator:
+    _key_data: Any
+    _counter: Any
+
     """A random generator with explicit state (a key and a counter), as ``tf.random.Generator``.
 
     Each draw uses ``fold_in(key, counter)`` and advances the counter, so a
@@ -375,7 +383,7 @@ class Generator:
     @classmethod
     def from_non_deterministic_state(cls, alg: Any = None) -> Generator:
         """A generator seeded from OS entropy."""
-        return cls.from_seed(int(np.random.SeedSequence().entropy % (2**63)), alg)
+        return cls.from_seed(int(_entropy() % (2**63)), alg)
 
     @classmethod
     def from_key_counter(cls, key: Any, counter: Any, alg: Any = None) -> Generator:
@@ -485,7 +493,7 @@ class Generator:
 
     def make_seeds(self, count: int = 1) -> Tensor:
         """``[2, count]`` seeds for ``stateless_*`` ops (int64 in TF; int32 without x64)."""
-        dt = np.int64 if jax.config.jax_enable_x64 else np.int32
+        dt = np.int64 if x64_enabled() else np.int32
         bits = jax.random.bits(self._next(), (2, int(count)), dtype=np.uint32)
         return Tensor(jnp.asarray(np.asarray(bits).astype(np.int64) & 0x7FFFFFFF).astype(dt))
 

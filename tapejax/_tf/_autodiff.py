@@ -193,7 +193,7 @@ def _fingerprint(eqns: list, start: int, own: set) -> tuple:
     produced: set = set()
     fp = []
     for e in eqns:
-        consts = []
+        consts: list = []
         for i, v in zip(e.in_ids, e.in_vals):
             if i is None:
                 consts.append(_Ref(v) if isinstance(v, jax.Array | np.ndarray) else _Static(v))
@@ -323,7 +323,7 @@ class _Call:
 
     def spec(self, f: Callable) -> tuple[_Spec, list, list]:
         """The spec of a re-traced call, the tensor kwargs' values, and the other variables."""
-        kw_leaves = []
+        kw_leaves: list = []
         kw_data = []
         for v in self.flat_kw:
             if _is_data(v):
@@ -539,9 +539,9 @@ class _CustomGradient:
             return tuple(_array(v) for v in flat)
 
     def _rule(self, spec: _Spec) -> Callable:
-        fn = self._rules.get(spec)
-        if fn is not None:
-            return fn
+        cached = self._rules.get(spec)
+        if cached is not None:
+            return cached
 
         @jax.custom_vjp
         def fn(*arrays: Any) -> tuple:

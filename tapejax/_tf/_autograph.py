@@ -71,6 +71,10 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 
 
+# FunctionDef's type_params field exists from Python 3.12 on.
+_TYPE_PARAMS: dict[str, Any] = {"type_params": []} if sys.version_info >= (3, 12) else {}
+
+
 class AutoGraphWarning(UserWarning):
     """AutoGraph could not convert a function and ran it another way (TF logs the same case)."""
 
@@ -202,6 +206,7 @@ def _leaf_dtypes(v: Any) -> tuple:
 
 def _check_loop_value(name: str, old: Any, v: Any) -> None:
     """TF's rules for a loop variable after one iteration: the same nest, dtypes and shapes."""
+    old_tree: Any
     old_leaves, old_tree = jax.tree_util.tree_flatten(old, is_leaf=_loop_leaf)
     new_leaves, new_tree = jax.tree_util.tree_flatten(v, is_leaf=_loop_leaf)
     if old_tree != new_tree:
@@ -437,7 +442,7 @@ def for_stmt(iterable: Any, extra_test: Callable | None, body: Callable, get_sta
         _tensor_for(iterable, extra_test, body, get_state, set_state, names, live_out, has_return, bound)
         return
     if isinstance(iterable, VariableBase) and _tracing():
-        _tensor_for(iterable.read_value(), extra_test, body, get_state, set_state, names, live_out, has_return,
+        _tensor_for(_core.read_variable(iterable), extra_test, body, get_state, set_state, names, live_out, has_return,
                     bound)
         return
     for x in iterable:
@@ -497,15 +502,15 @@ def _tensor_for(iterable: Any, extra_test: Callable | None, body: Callable, get_
         raise ValueError("Cannot iterate over a tensor whose first dimension is unknown.")
     n_t = convert_to_tensor(int(n))
 
-    def test(i: Any) -> Any:
+    def elem_test(i: Any) -> Any:
         more = i < n_t
         return and_(lambda: more, extra_test) if extra_test is not None else more
 
-    def step(i: Any) -> tuple:
+    def elem_step(i: Any) -> tuple:
         body(EXPORTS["gather"](x, i))
         return (i + 1,)
 
-    _tensor_loop(test, step, get_state, set_state, names, live_out, has_return,
+    _tensor_loop(elem_test, elem_step, get_state, set_state, names, live_out, has_return,
                  int(n) if bound is None else bound, (convert_to_tensor(0),))
 
 
@@ -598,7 +603,7 @@ def unconverted_in(tb: Any) -> bool:
 _counter = itertools.count()
 
 
-def _convert_cached(fn: types.FunctionType) -> Callable | None:
+def _convert_cached(fn: Any) -> Callable | None:
     """The converted function, or None (with one warning) where the source is not available."""
     conv = _cache.get(fn)
     if conv is not None:
@@ -675,7 +680,7 @@ def _lambda_tree(fn: types.FunctionType) -> ast.FunctionDef:
         raise ConversionError("the lambda could not be told apart from others on its line")
     lam = found[0]
     node = ast.FunctionDef(name="_converted_lambda", args=lam.args, body=[ast.Return(lam.body)], decorator_list=[],
-                           returns=None, type_params=[])
+                           returns=None, **_TYPE_PARAMS)
     ast.copy_location(node, lam)
     ast.copy_location(node.body[0], lam.body)
     ast.increment_lineno(node, start - 1)
@@ -694,7 +699,7 @@ def _source_tree(fn: types.FunctionType) -> ast.FunctionDef:
     return node
 
 
-def _transform(fn: types.FunctionType) -> tuple[ast.FunctionDef, list]:
+def _transform(fn: Any) -> tuple[ast.FunctionDef, list]:
     node = _source_tree(fn)
     node.decorator_list = []
     # Defaults and annotations are evaluated where the def runs (the factory, which lacks the
@@ -726,7 +731,7 @@ def _convert(fn: types.FunctionType) -> Callable:
     factory = ast.FunctionDef(
         name="__ag_factory", args=ast.arguments(posonlyargs=[], args=[ast.arg("ag__")], kwonlyargs=[],
                                                 kw_defaults=[], defaults=[]),
-        body=body, decorator_list=[], returns=None, type_params=[])
+        body=body, decorator_list=[], returns=None, **_TYPE_PARAMS)
     mod = ast.Module(body=[factory], type_ignores=[])
     ast.fix_missing_locations(mod)
     filename = fn.__code__.co_filename
@@ -739,7 +744,7 @@ def _convert(fn: types.FunctionType) -> Callable:
     ag_cell = types.CellType(sys.modules[__name__])
     closure = tuple(cells[n] if n in cells else (ag_cell if n == "ag__" else types.CellType(None))
                     for n in new_code.co_freevars)
-    out = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+    out: Any = types.FunctionType(new_code, fn.__globals__, fn.__name__, fn.__defaults__, closure)
     out.__kwdefaults__ = fn.__kwdefaults__
     out.__dict__.update(fn.__dict__)
     out.__wrapped_autograph__ = fn
@@ -773,7 +778,7 @@ class _Names(ast.NodeVisitor):
         for d in node.decorator_list:
             self.visit(d)
 
-    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]  # the same handling for both kinds
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.stored.append(node.name)
@@ -871,7 +876,7 @@ def _fdef(name: str, params: list[str], body: list) -> ast.FunctionDef:
         name=name,
         args=ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], kwonlyargs=[], kw_defaults=[],
                            defaults=[]),
-        body=body or [ast.Pass()], decorator_list=[], returns=None, type_params=[])
+        body=body or [ast.Pass()], decorator_list=[], returns=None, **_TYPE_PARAMS)
 
 
 class _Converter:
@@ -926,7 +931,8 @@ class _ReturnLowering:
             elif isinstance(s, ast.While | ast.For):
                 s.body = self._block(s.body, in_loop=True)
                 if may_return:
-                    s._ag_has_return = True  # type: ignore[attr-defined]
+                    loop: Any = s  # a mark the loop's conversion reads
+                    loop._ag_has_return = True
             elif isinstance(s, ast.With):
                 s.body = self._block(s.body, in_loop)
             elif isinstance(s, ast.Try):
@@ -1104,7 +1110,7 @@ class _FunctionScope:
             f = c.func if isinstance(c, ast.Call) else None
             if (isinstance(f, ast.Attribute) and f.attr == "set_loop_options") or (
                     isinstance(f, ast.Name) and f.id == "set_loop_options"):
-                kws += c.keywords
+                kws += c.keywords if isinstance(c, ast.Call) else []
             else:
                 body.append(st)
         s.body = body or [ast.Pass()]
@@ -1186,7 +1192,7 @@ class _FunctionScope:
 def _located(nodes: list, s: ast.stmt) -> list:
     """Generated nodes get the statement's first line (only: CPython puts a method call on
     its attribute's last line, and tracebacks must name the ``if``/``while``/``for`` line)."""
-    def place(n: ast.AST) -> None:
+    def place(n: Any) -> None:
         n.lineno, n.end_lineno = s.lineno, s.lineno
         n.col_offset, n.end_col_offset = s.col_offset, s.col_offset + 1
 
@@ -1204,7 +1210,8 @@ def _lower_jumps(stmts: list, flag: str, kind: type) -> list:
     out: list = []
     for k, s in enumerate(stmts):
         if isinstance(s, kind):
-            out.append(ast.copy_location(_assign(flag, ast.Constant(True)), s))
+            stmt: Any = s  # (isinstance with a type variable narrows to object)
+            out.append(ast.copy_location(_assign(flag, ast.Constant(True)), stmt))
             return out
         jumps = _has([s], (kind,), stop=(ast.While, ast.For))
         if isinstance(s, ast.If) and jumps:

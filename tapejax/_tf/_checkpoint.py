@@ -487,7 +487,7 @@ def latest_checkpoint(checkpoint_dir: str, latest_filename: str | None = None) -
 
 def list_variables(ckpt_dir_or_file: str) -> list:
     """``(key, shape)`` of every saved value, sorted, as ``tf.train.list_variables``."""
-    path = latest_checkpoint(ckpt_dir_or_file) if os.path.isfile(os.path.join(ckpt_dir_or_file, "checkpoint")) else ckpt_dir_or_file
+    path: Any = latest_checkpoint(ckpt_dir_or_file) if os.path.isfile(os.path.join(ckpt_dir_or_file, "checkpoint")) else ckpt_dir_or_file
     with open(os.path.join(path, _KEYS_FILE)) as f:
         meta = json.load(f)
     return [("_CHECKPOINTABLE_OBJECT_GRAPH", [])] + sorted((k, meta["shapes"][k]) for k in meta["keys"])
@@ -495,7 +495,7 @@ def list_variables(ckpt_dir_or_file: str) -> list:
 
 def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray:
     """One saved value by key (``model/v/.ATTRIBUTES/VARIABLE_VALUE``), as ``tf.train.load_variable``."""
-    path = latest_checkpoint(ckpt_dir_or_file) if os.path.isfile(os.path.join(ckpt_dir_or_file, "checkpoint")) else ckpt_dir_or_file
+    path: Any = latest_checkpoint(ckpt_dir_or_file) if os.path.isfile(os.path.join(ckpt_dir_or_file, "checkpoint")) else ckpt_dir_or_file
     values = _read(path)
     if name not in values:
         raise errors.NotFoundError(f"Key {name} not found in checkpoint")

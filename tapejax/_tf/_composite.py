@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._recorder import Tensor, VariableBase
+from .._ops._dtypes import x64_enabled
 from .._ops._machinery import EXPORTS
 from .._ops._tensor import (
     TensorShape,
@@ -27,7 +28,7 @@ __all__ = ["IndexedSlices", "SparseTensor"]
 
 
 def _index_dtype() -> Any:
-    return jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+    return jnp.int64 if x64_enabled() else jnp.int32
 
 
 def _as_index(x: Any, what: str) -> Tensor:

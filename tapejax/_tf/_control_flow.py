@@ -583,8 +583,8 @@ def switch_case(branch_index: Any, branch_fns: Any, default: Callable | None = N
         return _lowered_switch(idx, fns + [default], "switch_case")
     if isinstance(branch_index, Tensor | VariableBase) and not np.issubdtype(np.dtype(bi.dtype), np.integer):
         raise TypeError(f"branch_index must be an int32 or int64 tensor, got {np.dtype(bi.dtype).name}.")
-    i = int(np.asarray(bi))
-    return (fns[i] if 0 <= i < len(fns) else default)()
+    k = int(np.asarray(bi))
+    return (fns[k] if 0 <= k < len(fns) else default)()
 
 
 def case(pred_fn_pairs: Any, default: Callable | None = None, exclusive: bool = False, strict: bool = False,
@@ -669,7 +669,7 @@ def _while_impl(*vals: Any, cond_br: tuple, body_br: tuple, n_carry: int, carry_
 
         def unbounded(v: tuple) -> tuple:
             cr0, ext = split(v)
-            return tuple(lax.while_loop(lambda cr: c(ext, cr), lambda cr: b(ext, cr), cr0))
+            return tuple(lax.while_loop(lambda cr: c(ext, tuple(cr)), lambda cr: b(ext, tuple(cr)), cr0))
 
         # The tangent rule is the while_loop's own (forward mode works); a reverse-mode
         # derivative meets it partially evaluated and gets the clear error, also where this
@@ -963,7 +963,8 @@ def _scan_impl(*vals: Any, body_br: tuple, n_carry: int, n_xs: int, n_ys: int, n
         new = tuple(_strong(o, d) for o, d in zip(outs[:nc] + outs[nc + n_ys:], carry_dtypes))
         return new, tuple(outs[nc:nc + n_ys])
 
-    final, ys = lax.scan(step, carry0, xs, length=length, reverse=reverse)
+    final, ys = lax.scan(  # type: ignore[var-annotated]  # (a tuple of arrays)
+        step, carry0, xs, length=length, reverse=reverse)
     return (*final[:nc], *ys, *final[nc:])
 
 

@@ -55,7 +55,7 @@ class VariableSynchronization(enum.Enum):
     ON_READ = 3
 
 
-def _enum(cls: type, x: Any, default: Any) -> Any:
+def _enum(cls: type[enum.Enum], x: Any, default: Any) -> Any:
     if x is None:
         return default
     if isinstance(x, cls):

@@ -192,6 +192,7 @@ class _Capture:
     def __init__(self, allow_create: bool):
         self.allow_create = allow_create
         self.trace: Any = None
+        self.out_order: Any = None
         self.bound: dict[int, Any] = {}
         self.inputs: list[VariableBase] = []
         self.input_vals: list[Any] = []
@@ -247,15 +248,15 @@ class _Entry:
 
     def __init__(self) -> None:
         self.variables: list[VariableBase] = []
-        self.jitted: Callable | None = None
+        self.jitted: Any = None
         self.assigned: tuple = ()
         self.out_spec: Any = None
         self.has_effects = False
         self.concrete: ConcreteFunction | None = None
         self.eager = False
         self.closed: Any = None
-        self.flat: Callable | None = None
-        self.flat_pure: Callable | None = None
+        self.flat: Any = None
+        self.flat_pure: Any = None
         self.arg_slots: list = []
         self.eager_once = False
         # The call's arguments as TensorSpecs and Python values (never the tensors themselves):
@@ -279,9 +280,10 @@ def _in_user_code(e: BaseException) -> None:
     (and not JAX's note about its own frames)."""
     notes = getattr(e, "__notes__", None)
     if notes:
-        e.__notes__ = [n for n in notes if _JAX_NOTE not in n]
-        if not e.__notes__:
-            del e.__notes__
+        ex: Any = e  # __notes__ exists once a note was added (3.11's add_note)
+        ex.__notes__ = [n for n in notes if _JAX_NOTE not in n]
+        if not ex.__notes__:
+            del ex.__notes__
     if type(e) in (ValueError, TypeError, NotImplementedError, errors.OperatorNotAllowedInGraphError) \
             and len(e.args) == 1 and isinstance(e.args[0], str) and not e.args[0].startswith("in user code"):
         where = _where(user_frame(e.__traceback__))
@@ -294,9 +296,10 @@ def _graph_error(e: BaseException) -> Exception:
     a ``bool`` is TF's OperatorNotAllowedInGraphError; an ``int``/``float``/index is Python's own
     TypeError (a graph tensor has no ``__index__``/``__float__``); a NumPy array is TF's
     NotImplementedError (``Cannot convert a symbolic tf.Tensor ... to a numpy array``)."""
-    what = {jax.errors.TracerBoolConversionError: "bool",
-            jax.errors.TracerIntegerConversionError: "int",
-            jax.errors.TracerArrayConversionError: "array"}.get(type(e), "value")
+    kinds: dict[type, str] = {jax.errors.TracerBoolConversionError: "bool",
+                              jax.errors.TracerIntegerConversionError: "int",
+                              jax.errors.TracerArrayConversionError: "array"}
+    what = kinds.get(type(e), "value")
     for fr in traceback.extract_tb(e.__traceback__):
         if fr.name in ("_t_bool", "__bool__"):
             what = "bool"
@@ -348,7 +351,7 @@ class Function:
         self.jit_compile = jit_compile
         self.reduce_retracing = bool(reduce_retracing)
         self.autograph = bool(autograph)
-        self._name = name or getattr(python_function, "__name__", "function")
+        self._name: str = str(name or getattr(python_function, "__name__", "function"))
         self._entries: dict[Any, _Entry] = {}
         self._lock = threading.RLock()
         self._trace_count = 0
@@ -426,7 +429,7 @@ class Function:
                 )
 
     def _key(self, leaves: list, treedef: Any) -> tuple:
-        key_parts = []
+        key_parts: list[tuple] = []
         arrays = []
         var_args: list = []
         for x in leaves:
@@ -564,8 +567,8 @@ class Function:
             return True
         # A tensor used as a Python value where autograph could not convert the code (no source,
         # code built by exec); in converted code TF raises the same error, and so does tapejax.
-        return (self.autograph and getattr(e, "_tapejax_tb", None) is not None
-                and _autograph.unconverted_in(e._tapejax_tb))
+        tb = getattr(e, "_tapejax_tb", None)
+        return bool(self.autograph and tb is not None and _autograph.unconverted_in(tb))
 
     def _fall_back(self, entry: _Entry, e: BaseException) -> None:
         # This call signature runs eagerly, op by op, which gives TF's numbers.
@@ -683,7 +686,8 @@ class Function:
                 name_symbolic(named)
                 out = fn(*args, **kwargs)
                 out_leaves, out_tree = jax.tree_util.tree_flatten(out, is_leaf=_is_leaf)
-                dyn, static = [], []
+                dyn: list = []
+                static: list[tuple] = []
                 for x in out_leaves:
                     v = x._value if isinstance(x, Tensor) else None
                     if type(v) is StrIds or (v is not None and is_string_value(v)):
@@ -726,8 +730,8 @@ class Function:
                     _initialize_created(cap, side["init"], arrays)
                 raise
         except _TRACER_ERRORS as e:
-            err = _graph_error(e)
-            err._tapejax_tb = e.__traceback__
+            err: Any = _graph_error(e)
+            err._tapejax_tb = e.__traceback__  # read by _eager_answers
             raise err from None
         except jax.errors.UnexpectedTracerError as e:
             # A tensor made inside a converted loop or branch body, kept in a Python object (a

@@ -274,7 +274,7 @@ class GradientTape:
             elif tier == "segment":
                 # A hot slice too long to compile whole: its compiled segment pullbacks (_engine/_segments).
                 given_v = [c if g else None for c, g, u in zip(cots, cot_given, used) if u]
-                grads = _segments.gradient(sl, _segments.plan_for(sl), [t for t, u in zip(targets, used) if u], given_v)
+                grads = _segments.gradient(sl, _segments.plan_for_checked(sl), [t for t, u in zip(targets, used) if u], given_v)
             else:
                 grads = _replay.run_transform(sl, (given,), "vjp", extra, extra_ids)
         except ValueError as e:

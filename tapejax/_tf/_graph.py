@@ -65,7 +65,7 @@ class GraphTensor:
         self.op = op
         self.value_index = index
         self.shape = TensorShape(tuple(aval.shape)) if aval is not None else TensorShape(None)
-        self.dtype = from_np(np.dtype(object) if string else (aval.dtype if aval is not None else np.float32))
+        self.dtype = from_np(np.dtype(object) if string else np.dtype(aval.dtype if aval is not None else np.float32))
 
     @property
     def name(self) -> str:
@@ -235,7 +235,8 @@ def type_text(x: Any, spec_type: type) -> str:
     """How TF prints the type of a traced function's input or output: a ``TensorSpec`` without its
     name, ``Literal[v]`` for a Python value, ``List[...]``/``Tuple[...]``/``Dict[[k, v], ...]``."""
     if isinstance(x, spec_type):
-        return repr(spec_type(x.shape, x.dtype))
+        spec: Any = x
+        return repr(spec_type(spec.shape, spec.dtype))
     if type(x) is list:
         return "List[" + ", ".join(type_text(v, spec_type) for v in x) + "]"
     if type(x) is tuple:

@@ -26,7 +26,7 @@ import jax
 import numpy as np
 
 from .._core import _recorder as _core
-from .._core._recorder import Tensor, VariableBase
+from .._core._recorder import Tensor, VariableBase, attach
 from ._jnp_wrap import wrap
 
 __all__ = ["from_jax", "to_jax"]
@@ -102,7 +102,7 @@ def to_jax(fn: Callable) -> Callable:
         return jax.tree_util.tree_map(lambda t: t._value if isinstance(t, Tensor | VariableBase) else t, out,
                                       is_leaf=lambda x: isinstance(x, Tensor | VariableBase))
 
-    pure.__wrapped__ = fn  # type: ignore[attr-defined]
+    pure.__wrapped__ = fn
     return pure
 
 
@@ -158,7 +158,7 @@ def _jax_array_with_warning(self: Tensor) -> Any:
 def install() -> None:
     """Called once by the tf surface: the messages below, and the tape warning on ``__jax_array__``."""
     install_abstractify_error()
-    Tensor.__jax_array__ = _jax_array_with_warning  # type: ignore[attr-defined]
+    attach(Tensor, __jax_array__=_jax_array_with_warning)
 
 
 def install_abstractify_error() -> None:
@@ -207,7 +207,8 @@ def _user_stacklevel() -> int:
     import sys
 
     skip = (os.path.dirname(jax.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    f, level = sys._getframe(1), 1
+    f: Any = sys._getframe(1)
+    level = 1
     while f is not None and f.f_code.co_filename.startswith(skip):
         f, level = f.f_back, level + 1
     return level

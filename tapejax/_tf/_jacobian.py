@@ -120,7 +120,7 @@ def _jac_fwd(f: Callable, primals: list, groups: tuple, src_shapes: list, src_dt
     n = math.prod(y_shape)
     if m == 0 or n == 0:
         return tuple(jnp.zeros(tuple(y_shape) + s, d) for s, d in zip(src_shapes, src_dtypes))
-    member = [[] for _ in primals]
+    member: list[list] = [[] for _ in primals]
     for g, grp in enumerate(groups):
         for k in grp:
             member[k].append(g)

@@ -131,7 +131,7 @@ def wrap(fn: Callable, name: str) -> Callable:
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
         layout = []
         vals = []
-        ids = []
+        ids: list = []
         recording = bool(state.recording)
         for leaf in leaves:
             if _is_data(leaf):

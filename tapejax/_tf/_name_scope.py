@@ -61,6 +61,5 @@ class name_scope:
         self._exit_fns.append(old)
         return new
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         _scope.name = self._exit_fns.pop()
-        return False

@@ -91,7 +91,8 @@ def _rebuild(x: Any, children: list, expand: bool) -> Any:
             for k in x:
                 out[k] = by_key[k]
             return out
-        return type(x)((k, by_key[k]) for k in x)
+        ctor: Any = type(x)  # a Mapping subclass built from pairs
+        return ctor((k, by_key[k]) for k in x)
     if _is_namedtuple(x):
         return type(x)(*children)
     if _is_attrs(x):

@@ -27,6 +27,7 @@ import numpy as np
 
 from .._core._recorder import Tensor, VariableBase
 from .._ops import strings as _strings
+from .._ops._dtypes import x64_enabled
 from .._ops._machinery import EXPORTS
 from .._ops._tensor import TensorShape, convert_to_tensor, is_string_value, register_composite
 from . import _nest
@@ -35,7 +36,7 @@ __all__ = ["RaggedTensor", "constant", "map_flat_values"]
 
 
 def _index_dtype() -> Any:
-    return np.int64 if jax.config.jax_enable_x64 else np.int32
+    return np.int64 if x64_enabled() else np.int32
 
 
 def _host(t: Any, what: str) -> np.ndarray:

@@ -353,7 +353,7 @@ def write(tag: str, tensor: Any, step: Any = None, metadata: Any = None, name: s
 
 # --- graphs and traces --------------------------------------------------------------------------
 
-_trace = {"on": False, "graphs": [], "profiler": None}
+_trace: dict[str, Any] = {"on": False, "graphs": [], "profiler": None}
 
 
 def _on_trace(function: Any, entry: Any) -> None:

@@ -100,7 +100,7 @@ class TensorArray:
         self._element_shape = None if element_shape is None else TensorShape(element_shape)
         if self._element_shape is not None and not self._element_shape.is_fully_defined():
             self._element_shape = None
-        self._items: list | None = [None] * int(np.asarray(sv))
+        self._items: Any = [None] * int(np.asarray(sv))
         self._buffer: Tensor | None = None
 
     # --- representation -------------------------------------------------------------------

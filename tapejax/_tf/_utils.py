@@ -103,7 +103,7 @@ def _known_shapes(Tout: Any, dts: list) -> list | None:
     shapes = [getattr(s, "shape", None) for s in specs]
     if not shapes or any(sh is None or any(d is None for d in sh) for sh in shapes):
         return None
-    return [jax.ShapeDtypeStruct(tuple(sh), d._np) for sh, d in zip(shapes, dts)]
+    return [jax.ShapeDtypeStruct(tuple(sh or ()), d._np) for sh, d in zip(shapes, dts)]
 
 
 def _result_list(r: Any, n: int, single: bool) -> list:
@@ -302,11 +302,11 @@ def _resolve_device(spec: str) -> Any:
         return None
     part = s.rsplit("/DEVICE:", 1)[-1].lstrip("/")
     kind, _, index = part.partition(":")
-    kind = {"CPU": "cpu", "GPU": "gpu", "TPU": "tpu"}.get(kind)
-    if kind is None:
+    jax_kind = {"CPU": "cpu", "GPU": "gpu", "TPU": "tpu"}.get(kind)
+    if jax_kind is None:
         raise ValueError(f"Unknown device specification {spec!r}: use '/CPU:0', '/GPU:0' or '/TPU:0'.")
     try:
-        devs = jax.devices(kind)
+        devs = jax.devices(jax_kind)
     except RuntimeError:
         devs = []
     i = int(index) if index.isdigit() else 0

@@ -77,7 +77,7 @@ class Variable(VariableBase):
             if not s.is_compatible_with(value.shape):
                 raise ValueError(f"The initial value's shape ({list(value.shape)}) is not compatible with the explicitly supplied `shape` "
                                  f"argument ({list(s)}).")
-            self._shape = s
+            self._shape: TensorShape | None = s
         else:
             self._shape = TensorShape(value.shape) if validate_shape else None
         self._constraint = constraint
@@ -224,13 +224,13 @@ class Variable(VariableBase):
         return bool(np.asarray(self._value))
 
     def __index__(self) -> int:
-        return Tensor(self._value).__index__()  # type: ignore[attr-defined]
+        return Tensor(self._value).__index__()
 
     def __len__(self) -> int:
-        return Tensor(self._value).__len__()  # type: ignore[attr-defined]
+        return Tensor(self._value).__len__()
 
     def __iter__(self) -> Any:
-        return iter(read_variable(self))  # type: ignore[call-overload]
+        return iter(read_variable(self))
 
     def __format__(self, spec: str) -> str:
         return format(Tensor(self._value), spec)

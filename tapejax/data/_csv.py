@@ -40,8 +40,8 @@ def _rows(filename: str, delim: str, quote: bool, header: bool, encoding: str) -
 def _fits(s: str, kind: str) -> bool:
     try:
         if kind in ("int32", "int64"):
-            v = int(s)
-            return np.iinfo(kind).min <= v <= np.iinfo(kind).max
+            n = int(s)
+            return np.iinfo(kind).min <= n <= np.iinfo(kind).max
         v = float(s)
         return kind == "float64" or not np.isfinite(v) or abs(v) <= float(np.finfo(np.float32).max)
     except ValueError:
@@ -116,6 +116,7 @@ def make_csv_dataset(file_pattern: Any, batch_size: int, column_names: Any = Non
     else:
         idx = list(range(len(column_names)))
     fill: list = [0] * len(idx)  # the value of an empty field (None: the field is required)
+    kinds: list[Any]
     if column_defaults is not None:
         kinds, fill = [], []
         for d in column_defaults:

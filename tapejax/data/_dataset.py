@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import itertools
 import math
 import os
@@ -19,7 +20,7 @@ import numpy as np
 
 from .. import errors
 from .._log import get_logger
-from .._ops._dtypes import check_width
+from .._ops._dtypes import check_width, x64_enabled
 from .._tf import _surface as tf
 from . import _structure as st
 
@@ -32,11 +33,11 @@ UNKNOWN = UNKNOWN_CARDINALITY
 
 def _index_dtype() -> Any:
     # TF counts in int64; under tapejax's x64 rule that is int32 unless x64 is on.
-    return np.int64 if jax.config.jax_enable_x64 else np.int32
+    return np.int64 if x64_enabled() else np.int32
 
 
 def _card_tensor(n: int) -> Any:
-    return tf.constant(n, dtype=tf.int64 if jax.config.jax_enable_x64 else tf.int32)
+    return tf.constant(n, dtype=tf.int64 if x64_enabled() else tf.int32)
 
 
 def _int(x: Any, what: str) -> int:
@@ -54,7 +55,7 @@ def _int(x: Any, what: str) -> int:
 def _x64_as(flag: bool) -> Any:
     """Context: this thread in ``flag``'s x64 mode. ``with jax.enable_x64():`` holds for its own
     thread only; a pipeline's worker threads follow the thread that iterates it."""
-    return jax.enable_x64(flag) if bool(jax.config.jax_enable_x64) != flag else contextlib.nullcontext()
+    return jax.enable_x64(flag) if x64_enabled() != flag else contextlib.nullcontext()
 
 
 def _parallelism(n: Any) -> int:
@@ -89,6 +90,8 @@ class Dataset:
         # ``make`` returns a fresh Python iterator of NumPy elements; ``spec`` and ``card``
         # are values or zero-argument callables (evaluated once, when first asked).
         self._make = make
+        # Set by map/filter: (parent, per-element function), fused by interleave/batch.
+        self._per_element: Any = None
         self._spec_v = spec
         self._card_v = card
         self._name = name
@@ -388,7 +391,7 @@ class Dataset:
         if not datasets:
             raise ValueError("Invalid `datasets`. `datasets` should not be empty.")
         cs = choice_dataset.element_spec
-        ok_dtypes = (tf.int64,) if jax.config.jax_enable_x64 else (tf.int64, tf.int32)
+        ok_dtypes = (tf.int64,) if x64_enabled() else (tf.int64, tf.int32)
         if not isinstance(cs, tf.TensorSpec) or cs.dtype not in ok_dtypes or cs.shape.rank != 0:
             raise TypeError(f"Invalid `choice_dataset`. Elements of `choice_dataset` must be scalar `tf.int64` "
                             f"tensors but are {cs}.")
@@ -508,7 +511,7 @@ class Dataset:
             # Imported here: concurrent.futures costs `import tapejax` a few milliseconds.
             from concurrent.futures import ThreadPoolExecutor
 
-            x64 = bool(jax.config.jax_enable_x64)
+            x64 = x64_enabled()
             with ThreadPoolExecutor(workers) as pool:
                 pending: collections.deque = collections.deque()
                 try:
@@ -671,7 +674,7 @@ class Dataset:
 
         def card() -> int:
             n = parent._card()
-            lead = {s.shape.as_list()[0] if s.shape.rank else None for s in st.flatten(parent.element_spec)}
+            lead: set[Any] = {s.shape.as_list()[0] if s.shape.rank else None for s in st.flatten(parent.element_spec)}
             if n == INFINITE:
                 return INFINITE
             if n == UNKNOWN or len(lead) != 1 or None in lead:
@@ -1072,7 +1075,7 @@ class Dataset:
             spec = parent.element_spec
             flat = st.flatten(spec)
             cols = list(zip(*[st.flatten(e) for e in items]))
-            return st.pack_as(spec, [Dataset(lambda c=c: iter(c), s, len(c), "_VariantDataset")
+            return st.pack_as(spec, [Dataset(functools.partial(iter, c), s, len(c), "_VariantDataset")
                                      for c, s in zip(cols, flat)])
 
         def make() -> PyIterator:
@@ -1379,7 +1382,7 @@ def _pad_stack(col: list, target: list, pad: np.ndarray) -> np.ndarray:
         dims.append(longest if t is None else t)
     out = np.full([len(col)] + dims, pad, dtype=col[0].dtype)
     for i, a in enumerate(col):
-        out[(i, *(slice(0, d) for d in a.shape))] = a
+        out[(i,) + tuple(slice(0, d) for d in a.shape)] = a
     return out
 
 
@@ -1472,7 +1475,7 @@ class _Prefetcher:
         self._q: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._done = False
-        t = threading.Thread(target=_produce, args=(parent, self._q, self._stop, bool(jax.config.jax_enable_x64)),
+        t = threading.Thread(target=_produce, args=(parent, self._q, self._stop, x64_enabled()),
                              daemon=True,
                              name="tapejax.data.prefetch")
         weakref.finalize(self, self._stop.set)

@@ -42,8 +42,8 @@ def pack_as(s: Any, flat: list) -> Any:
             vals = {k: go(t[k]) for k in sorted(t)}
             return type(t)((k, vals[k]) for k in t) if type(t) is not dict else {k: vals[k] for k in t}
         if _is_tuple(t):
-            vals = [go(v) for v in t]
-            return type(t)(*vals) if hasattr(t, "_fields") else tuple(vals)
+            items = [go(v) for v in t]
+            return type(t)(*items) if hasattr(t, "_fields") else tuple(items)
         return next(it)
 
     return go(s)
@@ -106,7 +106,7 @@ def _has_strings(v: Any) -> bool:
     return a.dtype.kind in "USO" and a.size > 0 and isinstance(a.flat[0], str | bytes)
 
 
-def spec_of(arr: np.ndarray) -> Any:
+def spec_of(arr: Any) -> Any:
     if is_dataset(arr):
         return DATASET_SPEC[0](arr.element_spec)
     return tf.TensorSpec(arr.shape, tf.as_dtype(arr.dtype))
@@ -163,7 +163,7 @@ class isolated:
         if self.concrete is not None:
             self.concrete.__enter__()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         try:
             if self.concrete is not None:
                 self.concrete.__exit__(*exc)

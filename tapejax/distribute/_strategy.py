@@ -403,7 +403,7 @@ class Strategy:
         if self.num_replicas_in_sync == 1:
             return self._run_single(fn, args, kwargs)
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
-        parts = []
+        parts: list[tuple] = []
         for x in leaves:
             if isinstance(x, PerReplica):
                 v = x._tensor._value
@@ -498,7 +498,8 @@ class Strategy:
             if cap.touched:
                 raise _Retrace(list(cap.touched.values()))
             out_leaves, out_tree = jax.tree_util.tree_flatten(out, is_leaf=_is_leaf)
-            dyn, static = [], []
+            dyn: list = []
+            static: list[tuple] = []
             for x in out_leaves:
                 if isinstance(x, PerReplica):
                     raise TypeError("strategy.run's function returned a PerReplica value; return tensors.")

@@ -36,17 +36,22 @@ from .._tf._distribute_ctx import VariableAggregation, VariableSynchronization, 
 from .._tf._jnp_wrap import _DATA, _freeze, _is_data, _is_leaf, _thaw
 from .._tf._variable import Variable
 
+# The recorder's property for a variable's value, which the Keras variable view extends.
+_BASE_VALUE: Any = VariableBase.__dict__["_value"]
+
 __all__ = ["tf_keras", "load_keras", "mirror", "kvar", "stateful_call", "jax_level", "is_tape_value"]
 
 
 def load_keras() -> Any:
     """The ``keras`` module, running on its JAX backend."""
-    mod = sys.modules.get("keras")
+    mod: Any = sys.modules.get("keras")
     if mod is None:
         prev = os.environ.get("KERAS_BACKEND")
         os.environ["KERAS_BACKEND"] = "jax"
         try:
-            import keras as mod
+            import keras as _imported
+
+            mod = _imported
         finally:
             # Keras read the variable at import; a subprocess the program starts
             # (a real TF, say) keeps the user's setting.
@@ -72,7 +77,7 @@ def load_keras() -> Any:
     return mod
 
 
-keras = load_keras()
+keras: Any = load_keras()
 
 # TensorFlow's ``tf.keras`` namespace (Keras 3 plus the legacy names TF keeps:
 # ``losses.Reduction``, ``losses.mse``...), without importing TensorFlow.
@@ -147,7 +152,7 @@ class KerasVariable(Variable):
 
     # The storage is the Keras variable's: either side sees the other's assigns.
     @property
-    def _v(self) -> Any:  # type: ignore[override]
+    def _v(self) -> Any:
         return self._kv._value
 
     @_v.setter
@@ -162,7 +167,7 @@ class KerasVariable(Variable):
         self._kv._value = value
 
     @property
-    def _trainable(self) -> bool:  # type: ignore[override]
+    def _trainable(self) -> bool:
         return bool(self._kv.trainable)
 
     @_trainable.setter
@@ -170,21 +175,21 @@ class KerasVariable(Variable):
         pass
 
     @property
-    def _value(self) -> Any:  # type: ignore[override]
+    def _value(self) -> Any:
         # Inside an op's Keras call (a layer nested in a model) the scope holds the
         # values being differentiated, not the stored ones.
         if in_stateless_scope():
             v = get_stateless_scope().get_current_value(self._kv)
             if v is not None:
                 return v
-        return VariableBase._value.fget(self)
+        return _BASE_VALUE.fget(self)
 
     @_value.setter
     def _value(self, value: Any) -> None:
         if in_stateless_scope():
             get_stateless_scope().add_update((self._kv, value))
             return
-        VariableBase._value.fset(self, value)
+        _BASE_VALUE.fset(self, value)
 
     @property
     def path(self) -> str:

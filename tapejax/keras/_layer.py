@@ -16,7 +16,7 @@ user-written ``call`` is then run on the JAX values through tapejax tensors.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 from keras.src import utils as _kutils  # noqa: E402
@@ -49,7 +49,7 @@ def is_native(cls: type) -> bool:
     if c is None:
         mod = getattr(getattr(cls, "call", None), "__module__", "") or ""
         c = not (mod == "keras" or mod.startswith("keras."))
-        cls._tapejax_native = c  # cached per class
+        setattr(cls, "_tapejax_native", c)  # noqa: B010  # cached per class (any Keras class)
     return c
 
 
@@ -105,7 +105,7 @@ def _adapt_init_args(cls: type, args: tuple, kwargs: dict) -> tuple:
     init = next((c.__dict__["__init__"] for c in cls.__mro__ if c is not LayerMixin and "__init__" in c.__dict__
                  and not issubclass(c, LayerMixin)), None)
     try:
-        names = [p.name for p in inspect.signature(init).parameters.values()][1:]
+        names = [p.name for p in inspect.signature(init).parameters.values()][1:]  # type: ignore[arg-type]  # None: TypeError below
     except (TypeError, ValueError):
         return args, kwargs
     args = tuple(adapt_callable(a) if i < len(names) and names[i] in _CALLABLE_KWARGS else a for i, a in enumerate(args))
@@ -119,7 +119,15 @@ def _not_in_spmd_trace() -> None:
         raise _dctx.VariableCreationInReplica()
 
 
-class LayerMixin:
+if TYPE_CHECKING:
+    # The mixin is only ever combined with Keras's class (untyped, so Any): its Keras
+    # attributes come from there.
+    from keras.layers import Layer as _LayerMixinBase
+else:
+    _LayerMixinBase = object
+
+
+class LayerMixin(_LayerMixinBase):
     """What ``tf.keras`` adds to a Keras 3 layer: calls on the tape, variables as ``tf.Variable``."""
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -180,7 +188,7 @@ class LayerMixin:
         return self._tapejax_op_call(args, kwargs)
 
     def _tapejax_build(self, args: tuple, kwargs: dict) -> None:
-        if self.built:
+        if self.built:  # type: ignore[has-type]  # Keras's Layer sets it
             return
         _not_in_spmd_trace()
         if native_build_needed(self):

@@ -8,7 +8,7 @@ are variables the step assigns) and a loss is differentiable.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core._recorder import Tensor
 from . import _nn
@@ -34,7 +34,15 @@ def _eager(args: Any) -> bool:
     return not in_stateless_scope() and not any(isinstance(x, _KerasTensor) for x in jax.tree_util.tree_leaves(args))
 
 
-class MetricMixin:
+if TYPE_CHECKING:
+    # The mixin is only ever combined with Keras's class (untyped, so Any): its Keras
+    # attributes come from there.
+    from keras.metrics import Metric as _MetricMixinBase
+else:
+    _MetricMixinBase = object
+
+
+class MetricMixin(_MetricMixinBase):
     """``update_state``/``result``/``reset_state`` as ops over the metric's variables."""
 
     def update_state(self, *args: Any, **kwargs: Any) -> Any:
@@ -60,7 +68,15 @@ class MetricMixin:
         return mirrors(super().variables)
 
 
-class LossMixin:
+if TYPE_CHECKING:
+    # The mixin is only ever combined with Keras's class (untyped, so Any): its Keras
+    # attributes come from there.
+    from keras.losses import Loss as _LossMixinBase
+else:
+    _LossMixinBase = object
+
+
+class LossMixin(_LossMixinBase):
     """A Keras loss whose call is one op on the tape."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -46,6 +46,9 @@ from . import optimizers as _optimizers
 from ._bridge import in_stateless_scope, keras, mirrors, quiet_keras_array, stateful_call
 from ._layer import LayerMixin, adapt_callable
 from ._objects import _cached, tape_metric
+
+# The tf.* namespace gets its op names at import (the op table): typed Any where used.
+_tf_ops: Any = tf
 
 __all__ = ["Model", "Sequential", "Functional", "tape_model", "clone_model", "load_model", "save_model", "model_from_json"]
 
@@ -147,7 +150,15 @@ def _partial_execution_ok(iterator: EpochIterator) -> Any:
         yield
 
 
-class TapeTrainer:
+if TYPE_CHECKING:
+    # The mixin is only ever combined with Keras's class (untyped, so Any): its Keras
+    # attributes come from there.
+    from keras import Model as _TapeTrainerBase
+else:
+    _TapeTrainerBase = object
+
+
+class TapeTrainer(_TapeTrainerBase):
     """fit / evaluate / predict as TensorFlow's trainer runs them, with tapejax steps."""
 
     # ---- compile ------------------------------------------------------------------------
@@ -176,7 +187,7 @@ class TapeTrainer:
         cfg = keras.Model.get_compile_config(self)
         if cfg is not None and getattr(self, "optimizer", None) is not None:
             cfg = dict(cfg)
-            cfg["optimizer"] = _optimizers.serialize(self.optimizer)
+            cfg["optimizer"] = _optimizers.serialize(self.optimizer)  # type: ignore[arg-type]  # compiled: set
         return cfg
 
     def compile_from_config(self, config: Any) -> None:
@@ -282,11 +293,12 @@ class TapeTrainer:
         with tf.GradientTape() as tape:
             y_pred = self(x, training=True) if self._call_has_training_arg else self(x)
             loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
-            self._loss_tracker.update_state(_unscale(loss), sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0])
+            first = next(i for i in tree.flatten(x) if i is not None)
+        self._loss_tracker.update_state(_unscale(loss), sample_weight=_tf_ops.shape(first)[0])
         trainable = self.trainable_weights
         if trainable:
             grads = tape.gradient(loss, trainable)
-            self.optimizer.apply_gradients(zip(grads, trainable))
+            self.optimizer.apply_gradients(zip(grads, trainable))  # type: ignore[union-attr]  # compiled: set
         else:
             warnings.warn("The model does not have any trainable weights.", stacklevel=2)
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
@@ -295,7 +307,8 @@ class TapeTrainer:
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
         y_pred = self(x, training=False) if self._call_has_training_arg else self(x)
         loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
-        self._loss_tracker.update_state(_unscale(loss), sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0])
+        first = next(i for i in tree.flatten(x) if i is not None)
+        self._loss_tracker.update_state(_unscale(loss), sample_weight=_tf_ops.shape(first)[0])
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     def predict_step(self, data: Any) -> Any:
@@ -640,7 +653,7 @@ def custom_objects() -> dict:
     """tapejax's classes under Keras's names: a saved model loads back into them."""
     from . import losses, metrics
 
-    out = {k: v for k, v in _layers._generated.items() if isinstance(v, type)}
+    out = {k: v for k, v in vars(_layers)["_generated"].items() if isinstance(v, type)}
     for mod in (losses, metrics):
         out.update({k: v for k, v in vars(mod).items() if isinstance(v, type)})
     out.update(_KERAS_CLASSES)

@@ -31,6 +31,7 @@ not at hand, use ``atol*||v||_1 + rtol*max(|tape|, |numeric|)`` per element.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -311,7 +312,7 @@ class _Checker:
         self.ev = Evaluator(self.fn, self.leaves, self.treedef, self.diff, self.keep, len(outs), self.step)
         # Cotangents: ones for a real scalar output (so the plain gradient path
         # is exercised), random otherwise.
-        self.us = []
+        self.us: list = []
         for y in self.ys:
             v = y._value
             if v.ndim == 0 and np.dtype(v.dtype).kind != "c":
@@ -482,7 +483,7 @@ class _Checker:
                 vt = _tensor_of(v, x._value.dtype)
                 jvs = None
                 if self.forward_impl == "accumulator":
-                    jvs = self._with_fallback(lambda x=x, vt=vt: self._acc_jvp(x, vt))
+                    jvs = self._with_fallback(functools.partial(self._acc_jvp, x, vt))
                 if jvs is None:
                     jvs = _tape_jvp(tape, self.ys, [x], [vt], tf.GradientTape)
                 for k, (y, jv) in enumerate(zip(self.ys, jvs)):

@@ -153,7 +153,7 @@ def _gen_dtype(dt: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dt == _BF16 else dt
 
 
-def _width(dt: np.dtype) -> int:
+def _width(dt: np.dtype) -> Any:  # 16, 32 or 64: hypothesis' Literal widths
     return {2: 16, 4: 32, 8: 64}[_gen_dtype(dt).itemsize]
 
 
@@ -181,14 +181,14 @@ def elements(
         return st.booleans()
     if dt.kind in "iu":
         info = np.iinfo(dt)
-        lo = int(max(info.min, -max_magnitude if min_value is None else min_value))
-        hi = int(min(info.max, max_magnitude if max_value is None else max_value))
-        return st.integers(lo, hi)
+        return st.integers(int(max(info.min, -max_magnitude if min_value is None else min_value)),
+                           int(min(info.max, max_magnitude if max_value is None else max_value)))
     if dt.kind == "c":
         if domain != "real":
             raise ValueError(f"Complex elements support only domain='real', got {domain!r}.")
+        width: Any = dt.itemsize * 8  # 64 or 128, as hypothesis' Literal wants
         return st.complex_numbers(max_magnitude=max_magnitude, allow_nan=False, allow_infinity=False,
-                                  allow_subnormal=False, width=dt.itemsize * 8)
+                                  allow_subnormal=False, width=width)
     parts = []
     for lo, hi in domain_intervals(domain, margin, max_magnitude):
         if min_value is not None:

@@ -1,7 +1,7 @@
 """A typical TF-style program (tape, ops, Variables, a Keras layer and optimizer, tf.function, tf.data).
 
-tests/test_stubs.py type-checks it with mypy (and pyright when installed) from outside the
-repository, as a user's project would: zero errors expected."""
+tests/test_stubs.py type-checks it with mypy and with pyright (basedpyright, pyright's standard
+mode) from outside the repository, as a user's project would: zero errors expected."""
 
 import numpy as np
 
@@ -25,7 +25,8 @@ def step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
     return loss
 
 
-for _ in range(3):
+loss = step(x, y)
+for _ in range(2):
     loss = step(x, y)
 print(float(loss.numpy()), w.numpy().shape, x.shape, x.dtype, tf.nn.relu(x)[0, 1])
 ds = tf.data.Dataset.from_tensor_slices((np.ones((8, 3), np.float32), np.zeros((8, 1), np.float32))).batch(4)

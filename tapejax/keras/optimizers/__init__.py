@@ -54,6 +54,7 @@ import optax
 
 from ... import errors
 from ..._core._recorder import Tensor, VariableBase
+from ..._ops._dtypes import x64_enabled
 from ..._tf._gradient_tape import GradientTape
 from ..._tf._variable import Variable
 from .. import _naming
@@ -145,7 +146,7 @@ class Optimizer:
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.built = False
         # TF's Keras counts in int64; JAX without x64 has no int64 (Keras's JAX backend uses int32 too).
-        it_dtype = "int64" if jax.config.jax_enable_x64 else "int32"
+        it_dtype = "int64" if x64_enabled() else "int32"
         self._iterations = Variable(0, trainable=False, name="iteration", dtype=it_dtype)
         self._variables: list[Variable] = [self._iterations]
         schedule = callable(learning_rate) and not isinstance(learning_rate, Tensor | VariableBase)
@@ -510,7 +511,7 @@ class Adam(Optimizer):
                  clipvalue: float | None = None, global_clipnorm: float | None = None, use_ema: bool = False,
                  ema_momentum: float = 0.99, ema_overwrite_frequency: int | None = None,
                  loss_scale_factor: float | None = None, gradient_accumulation_steps: int | None = None,
-                 name: str = "adam", **kwargs: Any):
+                 name: str | None = "adam", **kwargs: Any):
         super().__init__(learning_rate=learning_rate, name=None if name == "adam" else name,
                          weight_decay=weight_decay, clipnorm=clipnorm, clipvalue=clipvalue, global_clipnorm=global_clipnorm,
                          use_ema=use_ema, ema_momentum=ema_momentum, ema_overwrite_frequency=ema_overwrite_frequency,
@@ -642,7 +643,7 @@ def serialize(optimizer: Optimizer) -> dict:
 
 
 def deserialize(config: dict, custom_objects: dict | None = None) -> Optimizer:
-    cls = _BY_NAME.get(config["class_name"].lower())
+    cls: Any = _BY_NAME.get(config["class_name"].lower())
     if cls is None:
         raise ValueError(f"Could not interpret optimizer identifier: {config}")
     return cls.from_config(config["config"], custom_objects)
