@@ -277,6 +277,32 @@ def test_an_equinox_layer_on_a_tape_warns_then_from_jax_records_it(monkeypatch):
     np.testing.assert_allclose(g2.gradient(z, x).numpy(), want, rtol=1e-6, atol=1e-6)
 
 
+def test_a_flax_layer_on_a_tape_warns_then_from_jax_records_it(monkeypatch):
+    # flax.nnx, the other JAX layer library: the same one warning naming from_jax, no recorded
+    # gradient; wrapped with from_jax, jax.grad's gradient.
+    nnx = pytest.importorskip("flax.nnx")
+    layer = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+    x0 = np.array([0.5, -1.0, 2.0], np.float32)
+    x = tf.constant(x0)
+    monkeypatch.setattr(_interop, "_warned_unrecorded", False)
+    with pytest.warns(UserWarning, match="tapejax.from_jax") as rec:
+        with tf.GradientTape(persistent=True) as g:
+            g.watch(x)
+            y = tf.reduce_sum(tf.convert_to_tensor(layer(x)))
+            layer(x)
+    assert len([w for w in rec if "from_jax" in str(w.message)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert g.gradient(y, x) is None
+
+    recorded = tf.from_jax(layer)
+    with tf.GradientTape() as g2:
+        g2.watch(x)
+        z = tf.reduce_sum(tf.tanh(recorded(x)))
+    want = jax.grad(lambda a: jnp.sum(jnp.tanh(layer(a))))(jnp.asarray(x0))
+    np.testing.assert_allclose(g2.gradient(z, x).numpy(), want, rtol=1e-6, atol=1e-6)
+
+
 _SHARDED = r'''
 import jax, jax.numpy as jnp, numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
