@@ -50,6 +50,7 @@ from .. import config as _config
 from .. import errors
 from .._core import _recorder as _core
 from .._core._recorder import Tensor, VariableBase
+from .._engine import _lazy
 from .._ops import debugging as _debugging
 from .._ops import random as _random_ops
 from .._ops._dtypes import as_dtype
@@ -946,6 +947,11 @@ class init_scope:
         st = _core.state
         self._saved = (st.tracing, st.bound, st.recording, st.accumulators, st.order)
         st.tracing, st.bound, st.recording, st.accumulators, st.order = [], None, [], [], []
+        # Lazy mode: the block runs now, op by op (a pending program would run after the trace,
+        # holding the trace's values).
+        self._lazy_on = _lazy.enabled()
+        if self._lazy_on:
+            _lazy.set_enabled(False)
         # Under a JAX trace every jnp op is staged into it, concrete inputs or not; this makes
         # ops on concrete values run now instead (a traced value used here still raises).
         self._eval = jax.ensure_compile_time_eval()
@@ -953,6 +959,8 @@ class init_scope:
 
     def __exit__(self, *exc: Any) -> None:
         self._eval.__exit__(*exc)
+        if self._lazy_on:
+            _lazy.set_enabled(True)
         st = _core.state
         st.tracing, st.bound, st.recording, st.accumulators, st.order = self._saved
 
