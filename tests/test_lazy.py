@@ -10,6 +10,7 @@ from __future__ import annotations
 import traceback
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 import tapejax as tf
 from tapejax import config
+from tapejax._core._recorder import Tensor
 from tapejax._engine import _lazy
 
 
@@ -341,3 +343,27 @@ def test_tf_print_order_and_forward_accumulator(lazy_mode, capsys):
     with tf.autodiff.ForwardAccumulator(x, tf.constant(1.0)) as acc:
         w = tf.sin(y) * x
     np.testing.assert_allclose(acc.jvp(w).numpy(), np.sin(6.0) * 1.0, rtol=1e-6)
+
+
+def test_python_scalar_slots_survive_an_op_that_falls_back():
+    # An op whose later argument makes it run eagerly (a JAX tracer) must not leave its Python
+    # scalar in the pending program's scalar table: `5 * t` then read whatever input took the
+    # slot (the value of `t`), a silent wrong value, as in a custom_gradient's grad function
+    # (traced once for its shapes, then run).
+    def fn():
+        jax.make_jaxpr(lambda a: (5 * Tensor(a))._value)(jnp.ones(()))
+
+        @tf.custom_gradient
+        def sq(x):
+            def grad(dr):
+                return 5 * dr * x + 10
+
+            return tf.square(x), grad
+
+        x = tf.Variable(3.0)
+        with tf.GradientTape() as t:
+            y = sq(x)
+        return [5 * tf.ones(()), 7.0 * tf.constant(2.0), t.gradient(y, x)]
+
+    eager, _ = assert_same(fn, repeats=2)
+    assert float(eager[0][2]) == 25.0  # 5 * 1 * 3 + 10

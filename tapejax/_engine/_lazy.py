@@ -262,6 +262,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     ids = []
     vals = []
     new_inputs: list = []
+    new_scalars: dict = {}
     has_cell = False
     n_in = len(prog.inputs)
     for a in args:
@@ -310,7 +311,11 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
             sk = (av, repr(v))
             k = prog.scalars.get(sk)
             if k is None:
-                k = prog.scalars[sk] = n_in + len(new_inputs)
+                k = new_scalars.get(sk)
+            if k is None:
+                # Committed to the program only with its input (below): an op that falls back to
+                # eager later in this loop must leave no slot pointing past the program's inputs.
+                k = new_scalars[sk] = n_in + len(new_inputs)
                 new_inputs.append(v)
             slots.append(k)
         else:
@@ -340,6 +345,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         if prog.done:
             return _lazy_bind(prim, args, params)
         prog.inputs.extend(new_inputs)
+        prog.scalars.update(new_scalars)
         prog.nodes.append((prim, params, slots_t, len(outs_av)))
         prog.key.append(nid)
         outs = []
