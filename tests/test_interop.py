@@ -251,6 +251,25 @@ def test_optax_with_variables_matches_optax_on_plain_arrays():
     np.testing.assert_allclose(params["b"].numpy(), ref["b"], rtol=1e-5, atol=1e-6)
 
 
+def test_optax_given_the_variables_themselves_fails_as_debugging_md_says():
+    # compat_docs/debugging.md quotes this error and gives the recipe above as the fix: optax's
+    # state built from Variables holds Variables, the tape's gradients are Tensors, and JAX's
+    # pytrees compare node types (making both leaves would take them out of jax.jit's arguments).
+    # If this starts to pass, the natural program works: update the page.
+    optax = pytest.importorskip("optax")
+    params = {"w": tf.Variable([1.0, 2.0])}
+    opt = optax.adam(0.1)
+    state = opt.init(params)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(params["w"] ** 2)
+    grads = tape.gradient(loss, params)
+    with pytest.raises(ValueError, match=r"(?s)pytree structure error: different types.*Tensor.*Variable"):
+        opt.update(grads, state, params)
+    with pytest.raises(ValueError, match=r"(?s)pytree structure error: different types.*Variable.*Tensor"):
+        optax.apply_updates(params, grads)
+    np.testing.assert_array_equal(params["w"].numpy(), [1.0, 2.0])  # nothing half-updated
+
+
 def _equinox_linear():
     eqx = pytest.importorskip("equinox")
     return eqx.nn.Linear(3, 2, key=jax.random.PRNGKey(0))

@@ -9,6 +9,7 @@ typical TF-style program checked from outside the repository, as a user's projec
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import shutil
 import subprocess
@@ -55,13 +56,25 @@ def test_mypy_accepts_a_tf_style_program(tmp_path):
     assert "Success: no issues found" in r.stdout
 
 
+def _pyproject() -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # in the `test` extra for Python < 3.11
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)
+
+
 def test_pyright_accepts_a_tf_style_program(tmp_path):
     # basedpyright (in the `test` extra: pyright with node bundled as a wheel) in pyright's
     # standard mode, the mode a user's project gets without configuration.
     exe = (shutil.which("basedpyright", path=os.path.dirname(sys.executable)) or shutil.which("basedpyright")
            or shutil.which("pyright", path=os.path.dirname(sys.executable)) or shutil.which("pyright"))
     assert exe is not None, "basedpyright is in the `test` extra: reinstall it (pip install -e '.[test]')"
-    (tmp_path / "pyrightconfig.json").write_text('{"typeCheckingMode": "standard"}')
+    # The settings stated in pyproject.toml's [tool.basedpyright], less the repository's paths.
+    settings = {k: v for k, v in _pyproject()["tool"]["basedpyright"].items() if k != "include"}
+    assert settings["typeCheckingMode"] == "standard", settings
+    (tmp_path / "pyrightconfig.json").write_text(json.dumps(settings))
     r = _run_checker([exe, "--pythonpath", sys.executable], tmp_path)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "0 errors" in r.stdout, r.stdout[-4000:]
