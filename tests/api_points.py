@@ -69,7 +69,7 @@ ROWS = [
       "test_reliability_bad_input.py::test_mismatched_assign_raises_and_leaves_the_variable_unchanged"]),
     ("Variable.value() / read_value() / numpy()", "same", "a read: a fresh tensor a tape may watch",
      ["test_tensor.py::test_variable_basics"]),
-    ("Variable (pytree)", "same", "jax.tree_util registration", ["test_tensor.py::test_tensor_and_variable_are_pytrees"]),
+    ("Variable (pytree)", "same", "jax.tree_util registration; a transformation rebuilds it as its value (a Tensor)", ["test_tensor.py::test_tensor_and_variable_are_pytrees"]),
     # --- tf.autodiff ---------------------------------------------------------------------
     ("autodiff.ForwardAccumulator(primals, tangents)", "same", "tangents computed as ops run (JVP ops), as in TF",
      ["test_forward.py::test_basic_jvp", "test_forward.py::test_jvp_matches_jax",

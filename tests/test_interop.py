@@ -221,8 +221,8 @@ def test_a_tensor_is_not_a_jax_array_as_the_docs_say():
 
 
 def test_optax_with_variables_matches_optax_on_plain_arrays():
-    # The recipe of compat_docs/debugging.md: optax sees the variables' values, the updates
-    # are assigned. Compared with the same optax run on arrays with jax.grad.
+    # The values recipe of compat_docs/debugging.md (what weight decay needs): optax sees the
+    # variables' values, the updates are assigned. Compared with the same optax run with jax.grad.
     optax = pytest.importorskip("optax")
     w0 = np.array([1.0, -2.0, 0.5], np.float32)
     b0 = np.array(0.25, np.float32)
@@ -251,14 +251,41 @@ def test_optax_with_variables_matches_optax_on_plain_arrays():
     np.testing.assert_allclose(params["b"].numpy(), ref["b"], rtol=1e-5, atol=1e-6)
 
 
-def test_optax_given_the_variables_themselves_fails_as_debugging_md_says():
-    # compat_docs/debugging.md quotes this error and gives the recipe above as the fix: optax's
-    # state built from Variables holds Variables, the tape's gradients are Tensors, and JAX's
-    # pytrees compare node types (making both leaves would take them out of jax.jit's arguments).
-    # If this starts to pass, the natural program works: update the page.
+@pytest.mark.parametrize("make_opt", ["adam", "sgd_momentum", "chain_clip_rmsprop"])
+def test_optax_takes_variables_as_params(make_opt):
+    # opt.init(params) on the Variables themselves and opt.update(grads, state, params) with the
+    # tape's gradients: the state's nodes are Tensors, as the gradients are. Compared with the same
+    # optax run on plain arrays with jax.grad.
+    optax = pytest.importorskip("optax")
+    opt = {"adam": lambda: optax.adam(0.1), "sgd_momentum": lambda: optax.sgd(0.05, momentum=0.9),
+           "chain_clip_rmsprop": lambda: optax.chain(optax.clip_by_global_norm(0.5), optax.rmsprop(0.05))}[make_opt]()
+    w0 = np.array([1.0, -2.0, 0.5], np.float32)
+    x = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]], np.float32)
+    ref = {"w": jnp.asarray(w0), "b": jnp.asarray(0.25, jnp.float32)}
+    ref_state = opt.init(ref)
+    params = {"w": tf.Variable(w0), "b": tf.Variable(0.25)}
+    state = opt.init(params)
+    for _ in range(4):
+        g = jax.grad(lambda p: jnp.sum(jnp.tanh(x @ p["w"] + p["b"]) ** 2))(ref)
+        u, ref_state = opt.update(g, ref_state, ref)
+        ref = optax.apply_updates(ref, u)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.tanh(tf.linalg.matvec(tf.constant(x), params["w"]) + params["b"]) ** 2)
+        grads = tape.gradient(loss, params)
+        updates, state = opt.update(grads, state, params)
+        tf.nest.map_structure(lambda p, u: p.assign_add(u), params, updates)
+    np.testing.assert_allclose(params["w"].numpy(), ref["w"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(params["b"].numpy(), ref["b"], rtol=1e-5, atol=1e-6)
+
+
+def test_optax_zipping_variables_with_updates_fails_as_debugging_md_says():
+    # compat_docs/debugging.md quotes this error and gives the values recipe as the fix: a
+    # transformation that walks params *alongside* the updates (weight decay; apply_updates) meets
+    # a Variable node against a Tensor node, and JAX's pytrees compare node types (making both
+    # leaves would take them out of jax.jit's arguments). If this starts to pass, update the page.
     optax = pytest.importorskip("optax")
     params = {"w": tf.Variable([1.0, 2.0])}
-    opt = optax.adam(0.1)
+    opt = optax.adamw(0.1)
     state = opt.init(params)
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(params["w"] ** 2)
@@ -268,6 +295,11 @@ def test_optax_given_the_variables_themselves_fails_as_debugging_md_says():
     with pytest.raises(ValueError, match=r"(?s)pytree structure error: different types.*Variable.*Tensor"):
         optax.apply_updates(params, grads)
     np.testing.assert_array_equal(params["w"].numpy(), [1.0, 2.0])  # nothing half-updated
+    values = tf.nest.map_structure(tf.convert_to_tensor, params)
+    updates, _ = opt.update(grads, state, values)  # the recipe
+    np.testing.assert_allclose(updates["w"].numpy(), optax.adamw(0.1).update(
+        {"w": jnp.array([2.0, 4.0])}, optax.adamw(0.1).init({"w": jnp.array([1.0, 2.0])}),
+        {"w": jnp.array([1.0, 2.0])})[0]["w"], rtol=1e-6)
 
 
 def _equinox_linear():

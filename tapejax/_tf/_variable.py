@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from .. import errors
-from .._core._recorder import Tensor, VariableBase, _next_id, read_variable, touch_variable
+from .._core._recorder import Tensor, VariableBase, read_variable, touch_variable
 from .._engine import _lazy
 from .._ops._dtypes import DType, as_dtype, from_np
 from .._ops._machinery import cast
@@ -237,24 +237,18 @@ class Variable(VariableBase):
 
 
 def _flatten(v: Variable) -> tuple:
-    return (v._value,), (v._trainable, v._name)
+    return (v._value,), None
 
 
-def _unflatten(aux: Any, children: Any) -> Variable:
-    # Builds a variable around a (possibly traced) value without __init__'s conversion.
-    v = object.__new__(Variable)
-    # Not through __init__: a pytree rebuild is not a user creating state, so a
-    # tapejax.function trace must not treat it as a new variable.
-    v._uid = _next_id()
-    v._trainable = aux[0]
-    v._v = children[0]
-    v._name = aux[1]
-    v._shape = TensorShape(getattr(children[0], "shape", ()))
-    v._constraint = None
-    return v
+def _unflatten(aux: Any, children: Any) -> Tensor:
+    # A JAX transformation rebuilds a Variable as its *value*, a Tensor: a rebuilt Variable would
+    # be a detached copy whose ``assign`` reached nothing (a silent no-op), and optax's state built
+    # from Variable params (``opt.init(params)``) must have the tape gradients' node type (Tensor),
+    # or ``opt.update(grads, state, params)`` stops on a pytree node-type mismatch.
+    return Tensor(children[0])
 
 
-jax.tree_util.register_pytree_node(Variable, _flatten, _unflatten)
+jax.tree_util.register_pytree_node(Variable, _flatten, _unflatten)  # type: ignore[arg-type]  # rebuilt as a Tensor on purpose
 
 
 class _UnreadVariable(Variable):
