@@ -32,6 +32,7 @@ from .._core._kinds import INEXACT
 from .._core._recorder import Primitive, Tensor, bind, state
 from .._core._recorder import notify_accumulators as _notify
 from .._core._recorder import record as _record
+from . import _kernels
 from ._replay import _NO_GRADIENT_PRIMS, Slice, _Cache, _differentiable_deps
 
 __all__ = ["VJP", "JVP", "handle", "interpret_needed", "gradient", "jvp_op"]
@@ -93,7 +94,7 @@ class _Derived:
     def _entry(self, sig: tuple) -> tuple:
         def make() -> tuple:
             fn = self.build(sig)
-            return fn, jax.jit(fn)
+            return fn, _kernels.jit(fn)
 
         return self.fns.get(sig, make)
 

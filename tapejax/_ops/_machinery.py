@@ -20,7 +20,6 @@ function; ``JAX_NAMES`` says which JAX function each maps to (for
 
 from __future__ import annotations
 
-import collections
 import functools
 import threading
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from jax import lax
 
 from .. import errors
 from .._core._recorder import Primitive, Tensor, VariableBase, bind, state
+from .._engine import _kernels
 from . import _tfgrad
 from ._dtypes import as_dtype, check_width, from_np, x64_enabled
 from ._tensor import convert_to_tensor
@@ -65,34 +65,36 @@ def prim(name: str, impl: Callable, differentiable: bool = True, multiple_result
 
     An impl built from several jnp calls would otherwise compile and dispatch
     each of them separately when it runs eagerly; one compiled program is both
-    faster to build and faster to call. Inside a replay (already traced) the
-    nested program is simply inlined. Use ``jit=False`` for an impl with Python
-    side effects.
+    faster to build and faster to call. Small calls compile fast
+    (``_engine._kernels``); a jnp function that is itself jitted is wrapped too, for
+    that. Inside a replay (already traced) the nested program is simply inlined. Use
+    ``jit=False`` for an impl with Python side effects.
     """
-    already = hasattr(impl, "lower") or type(impl).__name__ == "ufunc"  # a jitted jnp function or a jnp ufunc
-    p = Primitive(name, _compiled_impl(impl) if jit and not already else impl, differentiable, multiple_results, recorded)
+    p = Primitive(name, _compiled_impl(impl) if jit else impl, differentiable, multiple_results, recorded)
     PRIMS[name] = p
     return p
 
 
-_EAGER_CACHE_SIZE = 256  # compiled variants kept per primitive (least recently used go first)
+_EAGER_CACHE_SIZE = 256  # compiled variants kept per primitive (the oldest go first)
 
 
 def _compiled_impl(impl: Callable) -> Callable:
-    cache: collections.OrderedDict = collections.OrderedDict()
+    plain = _kernels.jit(impl)
+    cache: dict = {}
     lock = threading.Lock()
 
     def run(*args: Any, **params: Any) -> Any:
-        key = tuple(sorted(params.items())) if params else ()
-        with lock:
-            f = cache.get(key)
-            if f is None:
-                f = jax.jit(functools.partial(impl, **params)) if params else jax.jit(impl)
-                cache[key] = f
-                if len(cache) > _EAGER_CACHE_SIZE:
-                    cache.popitem(last=False)
-            else:
-                cache.move_to_end(key)
+        if not params:
+            return plain(*args)
+        key = tuple(sorted(params.items()))
+        f = cache.get(key)
+        if f is None:
+            with lock:
+                f = cache.get(key)
+                if f is None:
+                    f = cache[key] = _kernels.jit(functools.partial(impl, **params))
+                    if len(cache) > _EAGER_CACHE_SIZE:
+                        del cache[next(iter(cache))]
         return f(*args)
 
     run.__name__ = getattr(impl, "__name__", "impl")
