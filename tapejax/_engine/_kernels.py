@@ -16,6 +16,8 @@ state) always get XLA's full pipeline.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -23,11 +25,22 @@ import jax
 
 from .. import config as _config
 
-__all__ = ["jit", "FAST_OPTIONS"]
+__all__ = ["jit", "kernel", "FAST_OPTIONS", "ArrayImpl"]
 
 FAST_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 _Tracer = jax.core.Tracer
+# jaxlib's concrete array class: one type test instead of an ABC isinstance per argument
+# (a JAX without it: a class nothing is, so the generic tests run).
+ArrayImpl: type
+try:
+    from jax._src.array import ArrayImpl as _impl
+
+    ArrayImpl = _impl
+except ImportError:  # pragma: no cover
+    ArrayImpl = type("_NoArrayImpl", (), {})
+_Array = ArrayImpl
+_SCALARS = (float, int, bool, complex)
 _on_cpu: list[bool] = []
 
 
@@ -42,6 +55,21 @@ def _cpu() -> bool:
     return _on_cpu[0]
 
 
+def _pick(fast: Callable, full: Callable, args: tuple) -> Callable:
+    limit = _config.kernel_fast_compile_elements
+    if limit <= 0 or not (_on_cpu[0] if _on_cpu else _cpu()):
+        return full
+    for a in args:
+        t = type(a)
+        if t is _Array:
+            if a.size > limit:
+                return full
+        elif t not in _SCALARS and (isinstance(a, _Tracer) or getattr(a, "size", 0) > limit):
+            # A tracer: compile options belong to the outer program only (it is inlined).
+            return full
+    return fast
+
+
 def jit(fn: Callable) -> Callable:
     """``jax.jit(fn)``, whose small calls compile with :data:`FAST_OPTIONS` (see the module doc).
 
@@ -52,16 +80,41 @@ def jit(fn: Callable) -> Callable:
     fast = jax.jit(fn, compiler_options=FAST_OPTIONS)
 
     def call(*args: Any) -> Any:
-        limit = _config.kernel_fast_compile_elements
-        if limit <= 0 or not _cpu():
-            return full(*args)
-        for a in args:
-            # A tracer: compile options belong to the outer program only.
-            if isinstance(a, _Tracer) or getattr(a, "size", 0) > limit:
-                return full(*args)
-        return fast(*args)
+        return _pick(fast, full, args)(*args)
 
     call.__wrapped__ = fn  # type: ignore[attr-defined]
     call.fast, call.full = fast, full  # type: ignore[attr-defined]  # (tests read which program ran)
     call.__name__ = getattr(fn, "__name__", "kernel")
+    return call
+
+
+_CACHE_SIZE = 256  # compiled variants kept per op, one per static-parameter set (the oldest go first)
+
+
+def kernel(impl: Callable) -> Callable:
+    """An op's eager implementation ``impl(*arrays, **static_params)`` as compiled kernels:
+    one :func:`jit` pair per set of static parameters (each pair keeps jit's own cache of
+    input shapes)."""
+    full = jax.jit(impl)
+    fast = jax.jit(impl, compiler_options=FAST_OPTIONS)
+    by_params: dict = {}
+    lock = threading.Lock()
+
+    def call(*args: Any, **params: Any) -> Any:
+        if not params:
+            return _pick(fast, full, args)(*args)
+        key = tuple(sorted(params.items()))
+        pair = by_params.get(key)
+        if pair is None:
+            with lock:
+                pair = by_params.get(key)
+                if pair is None:
+                    fn = functools.partial(impl, **params)
+                    pair = by_params[key] = (jax.jit(fn, compiler_options=FAST_OPTIONS), jax.jit(fn))
+                    if len(by_params) > _CACHE_SIZE:
+                        del by_params[next(iter(by_params))]
+        return _pick(pair[0], pair[1], args)(*args)
+
+    call.__name__ = getattr(impl, "__name__", "impl")
+    call.__wrapped__ = impl  # type: ignore[attr-defined]
     return call

@@ -20,8 +20,6 @@ function; ``JAX_NAMES`` says which JAX function each maps to (for
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -75,31 +73,8 @@ def prim(name: str, impl: Callable, differentiable: bool = True, multiple_result
     return p
 
 
-_EAGER_CACHE_SIZE = 256  # compiled variants kept per primitive (the oldest go first)
-
-
 def _compiled_impl(impl: Callable) -> Callable:
-    plain = _kernels.jit(impl)
-    cache: dict = {}
-    lock = threading.Lock()
-
-    def run(*args: Any, **params: Any) -> Any:
-        if not params:
-            return plain(*args)
-        key = tuple(sorted(params.items()))
-        f = cache.get(key)
-        if f is None:
-            with lock:
-                f = cache.get(key)
-                if f is None:
-                    f = cache[key] = _kernels.jit(functools.partial(impl, **params))
-                    if len(cache) > _EAGER_CACHE_SIZE:
-                        del cache[next(iter(cache))]
-        return f(*args)
-
-    run.__name__ = getattr(impl, "__name__", "impl")
-    run.__wrapped__ = impl  # type: ignore[attr-defined]
-    return run
+    return _kernels.kernel(impl)
 
 
 def _jax_name(impl: Any) -> str:
@@ -438,8 +413,17 @@ log = OPS["log"]
 # ---- binary ops with TF's dtype rules ------------------------------------------
 
 
+# Dtypes a Python float (and a small Python int) joins as it is, weakly typed: the common
+# case of ``x * 0.5`` answered without the checks below.
+_FLOATING = frozenset(np.dtype(d) for d in ("float16", "float32", "float64", "complex64", "complex128")) | {
+    np.dtype(jnp.bfloat16)}
+
+
 def _other(v: Any, like: np.dtype) -> Any:
     """Convert a non-tensor operand the way TF does: to the tensor operand's dtype."""
+    t = type(v)
+    if (t is float or (t is int and -(2**31) <= v < 2**31)) and like in _FLOATING:
+        return v
     if isinstance(v, bool | int | float | complex) and not isinstance(v, np.generic):
         d = from_np(like)
         if isinstance(v, complex) and not d.is_complex:
@@ -475,7 +459,7 @@ def graph_error(eager: type, graph: type, msg: str) -> Exception:
 
 def _binary_operands(opname: str, x: Any, y: Any) -> tuple:
     xt, yt = _is_t(x), _is_t(y)
-    if opname == "AddV2" and xt and type(y) is float and from_np(_dt(x)).is_integer:
+    if type(y) is float and opname == "AddV2" and xt and _dt(x).kind in "iu":
         # TF's add converts the Python float with only a dtype *hint*, then AddV2 rejects it.
         raise graph_error(
             errors.InvalidArgumentError, TypeError,
