@@ -17,6 +17,7 @@ state) always get XLA's full pipeline.
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -40,7 +41,6 @@ try:
 except ImportError:  # pragma: no cover
     ArrayImpl = type("_NoArrayImpl", (), {})
 _Array = ArrayImpl
-_SCALARS = (float, int, bool, complex)
 _on_cpu: list[bool] = []
 
 
@@ -55,19 +55,31 @@ def _cpu() -> bool:
     return _on_cpu[0]
 
 
-def _pick(fast: Callable, full: Callable, args: tuple) -> Callable:
-    limit = _config.kernel_fast_compile_elements
-    if limit <= 0 or not (_on_cpu[0] if _on_cpu else _cpu()):
-        return full
+def _small(args: tuple, limit: int) -> bool:
+    """Whether every argument holds at most ``limit`` elements (and none is a tracer).
+
+    This runs on every eager op, so the common cases are tested first and cheaply:
+    Python numbers, then jaxlib arrays by their shape (scalars and vectors without a
+    product)."""
     for a in args:
         t = type(a)
         if t is _Array:
-            if a.size > limit:
-                return full
-        elif t not in _SCALARS and (isinstance(a, _Tracer) or getattr(a, "size", 0) > limit):
+            sh = a.shape
+            if sh and (sh[0] > limit if len(sh) == 1 else math.prod(sh) > limit):
+                return False
+        elif t is float or t is int or t is bool:
+            continue
+        elif isinstance(a, _Tracer) or getattr(a, "size", 0) > limit:
             # A tracer: compile options belong to the outer program only (it is inlined).
-            return full
-    return fast
+            return False
+    return True
+
+
+def _pick(fast: Callable, full: Callable, args: tuple) -> Callable:
+    limit = _config.kernel_fast_compile_elements
+    if limit > 0 and (_on_cpu[0] if _on_cpu else _cpu()) and _small(args, limit):
+        return fast
+    return full
 
 
 def jit(fn: Callable) -> Callable:
@@ -102,7 +114,10 @@ def kernel(impl: Callable) -> Callable:
 
     def call(*args: Any, **params: Any) -> Any:
         if not params:
-            return _pick(fast, full, args)(*args)
+            limit = _config.kernel_fast_compile_elements
+            if limit > 0 and (_on_cpu[0] if _on_cpu else _cpu()) and _small(args, limit):
+                return fast(*args)
+            return full(*args)
         key = tuple(sorted(params.items()))
         pair = by_params.get(key)
         if pair is None:
