@@ -55,31 +55,46 @@ def _cpu() -> bool:
     return _on_cpu[0]
 
 
-def _small(args: tuple, limit: int) -> bool:
-    """Whether every argument holds at most ``limit`` elements (and none is a tracer).
+_FULL, _FAST, _TRACED = 0, 1, 2
+
+
+def _mode(args: tuple) -> int:
+    """Which program a call runs: ``_FAST`` when every argument holds at most
+    ``config.kernel_fast_compile_elements`` elements (on CPU), ``_TRACED`` when one is a
+    tracer (the call is inlined into the outer program), else ``_FULL``.
 
     This runs on every eager op, so the common cases are tested first and cheaply:
     Python numbers, then jaxlib arrays by their shape (scalars and vectors without a
     product)."""
+    limit = _config.kernel_fast_compile_elements
+    if limit <= 0 or not (_on_cpu[0] if _on_cpu else _cpu()):
+        limit = -1
+    mode = _FAST if limit >= 0 else _FULL
     for a in args:
         t = type(a)
         if t is _Array:
-            sh = a.shape
-            if sh and (sh[0] > limit if len(sh) == 1 else math.prod(sh) > limit):
-                return False
+            if mode:
+                sh = a.shape
+                if sh and (sh[0] > limit if len(sh) == 1 else math.prod(sh) > limit):
+                    mode = _FULL
         elif t is float or t is int or t is bool:
             continue
-        elif isinstance(a, _Tracer) or getattr(a, "size", 0) > limit:
-            # A tracer: compile options belong to the outer program only (it is inlined).
-            return False
-    return True
+        elif isinstance(a, _Tracer):
+            return _TRACED
+        elif mode and getattr(a, "size", 0) > limit:
+            mode = _FULL
+    return mode
 
 
-def _pick(fast: Callable, full: Callable, args: tuple) -> Callable:
-    limit = _config.kernel_fast_compile_elements
-    if limit > 0 and (_on_cpu[0] if _on_cpu else _cpu()) and _small(args, limit):
-        return fast
-    return full
+def _run(fast: Callable, full: Callable, args: tuple) -> Any:
+    try:
+        return fast(*args)
+    except ValueError as e:
+        # Concrete arguments inside a trace (a constant indexed in a tapejax.function step):
+        # JAX refuses options on a nested jit before compiling anything; the call is inlined.
+        if "compiler_options" not in str(e):
+            raise
+        return full(*args)
 
 
 def jit(fn: Callable) -> Callable:
@@ -92,7 +107,7 @@ def jit(fn: Callable) -> Callable:
     fast = jax.jit(fn, compiler_options=FAST_OPTIONS)
 
     def call(*args: Any) -> Any:
-        return _pick(fast, full, args)(*args)
+        return _run(fast, full, args) if _mode(args) == _FAST else full(*args)
 
     call.__wrapped__ = fn  # type: ignore[attr-defined]
     call.fast, call.full = fast, full  # type: ignore[attr-defined]  # (tests read which program ran)
@@ -105,19 +120,21 @@ _CACHE_SIZE = 256  # compiled variants kept per op, one per static-parameter set
 
 def kernel(impl: Callable) -> Callable:
     """An op's eager implementation ``impl(*arrays, **static_params)`` as compiled kernels:
-    one :func:`jit` pair per set of static parameters (each pair keeps jit's own cache of
-    input shapes)."""
+    a fast/full pair of programs per set of static parameters (each keeps jit's own cache
+    of input shapes). Traced, a jnp function that is itself jitted is called as it is, so a
+    traced program holds its primitives, not a call of a wrapper."""
     full = jax.jit(impl)
     fast = jax.jit(impl, compiler_options=FAST_OPTIONS)
     by_params: dict = {}
     lock = threading.Lock()
+    own = hasattr(impl, "lower") or type(impl).__name__ == "ufunc"  # a jitted jnp function or a jnp ufunc
 
     def call(*args: Any, **params: Any) -> Any:
+        m = _mode(args)
+        if m == _TRACED and own:
+            return impl(*args, **params)
         if not params:
-            limit = _config.kernel_fast_compile_elements
-            if limit > 0 and (_on_cpu[0] if _on_cpu else _cpu()) and _small(args, limit):
-                return fast(*args)
-            return full(*args)
+            return _run(fast, full, args) if m == _FAST else full(*args)
         key = tuple(sorted(params.items()))
         pair = by_params.get(key)
         if pair is None:
@@ -128,7 +145,7 @@ def kernel(impl: Callable) -> Callable:
                     pair = by_params[key] = (jax.jit(fn, compiler_options=FAST_OPTIONS), jax.jit(fn))
                     if len(by_params) > _CACHE_SIZE:
                         del by_params[next(iter(by_params))]
-        return _pick(pair[0], pair[1], args)(*args)
+        return _run(pair[0], pair[1], args) if m == _FAST else pair[1](*args)
 
     call.__name__ = getattr(impl, "__name__", "impl")
     call.__wrapped__ = impl  # type: ignore[attr-defined]
