@@ -41,6 +41,8 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.core
+import jax.extend.core
 import numpy as np
 from jax._src import core as _jcore
 from jax._src import source_info_util as _siu

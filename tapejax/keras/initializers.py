@@ -29,4 +29,5 @@ _names = generate(keras.initializers, keras.initializers.Initializer, Initialize
 _names["get"] = getter(keras.initializers.get, {})
 globals().update(_names)
 
-__all__ = sorted(_names)
+# Computed at import (from Keras 3's names): the generated stub initializers.pyi spells these names out for type checkers.
+__all__ = sorted(_names)  # pyright: ignore[reportUnsupportedDunderAll]

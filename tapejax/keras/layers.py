@@ -145,4 +145,5 @@ for _name in dir(tf_keras.layers):
 
 globals().update(_generated)
 
-__all__ = sorted(_generated)
+# Computed at import (from Keras 3's names): the generated stub layers.pyi spells these names out for type checkers.
+__all__ = sorted(_generated)  # pyright: ignore[reportUnsupportedDunderAll]
