@@ -23,7 +23,14 @@ from ._tf._surface import *  # noqa: F403,F401  (explicit: every name in _surfac
 from . import data  # noqa: E402  (tf.data: an ext package, built on the surface above)
 from . import distribute  # noqa: E402  (tf.distribute: an ext package, built on the surface above)
 
-__all__ = [*_surface.__all__, "keras", "data", "distribute"]
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:
+    # tf.keras loads lazily (__getattr__ below); this import lets a checker see it as a module.
+    from . import keras  # noqa: F401
+
+# The surface's names are computed at import: the generated stub __init__.pyi spells them out for type checkers.
+__all__ = [*_surface.__all__, "keras", "data", "distribute"]  # pyright: ignore[reportUnsupportedDunderAll]
 
 
 def __getattr__(name: str) -> object:

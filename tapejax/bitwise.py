@@ -2,4 +2,5 @@
 
 from ._tf._namespace import populate as _populate
 
-__all__ = _populate(globals(), "bitwise")
+# Computed at import (from the op table): the generated stub bitwise.pyi spells these names out for type checkers.
+__all__ = _populate(globals(), "bitwise")  # pyright: ignore[reportUnsupportedDunderAll]

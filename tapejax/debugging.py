@@ -35,7 +35,8 @@ from ._ops.debugging import (
 )
 from ._tf._namespace import populate as _populate
 
-__all__ = [
+# Computed at import (from the op table): the generated stub debugging.pyi spells these names out for type checkers.
+__all__ = [  # pyright: ignore[reportUnsupportedDunderAll]
     "Assert", "assert_all_finite", "assert_equal", "assert_greater", "assert_greater_equal", "assert_integer",
     "assert_less", "assert_less_equal", "assert_near", "assert_negative", "assert_non_negative", "assert_non_positive",
     "assert_none_equal", "assert_positive", "assert_rank", "assert_rank_at_least", "assert_scalar", "assert_shapes",

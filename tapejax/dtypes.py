@@ -34,7 +34,8 @@ half = float16
 double = float64
 float = float32  # noqa: A001  (TF's alias)
 
-__all__ = [
+# Computed at import (from the op table): the generated stub dtypes.pyi spells these names out for type checkers.
+__all__ = [  # pyright: ignore[reportUnsupportedDunderAll]
     "DType", "as_dtype", "bfloat16", "bool", "complex64", "complex128", "double", "float", "float16", "float32",
     "float64", "half", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
 ] + ["string"] + _populate(globals(), "dtypes")

@@ -3,4 +3,5 @@
 from ._ops.image import ResizeMethod
 from ._tf._namespace import populate as _populate
 
-__all__ = [*_populate(globals(), "image"), "ResizeMethod"]
+# Computed at import (from the op table): the generated stub image.pyi spells these names out for type checkers.
+__all__ = [*_populate(globals(), "image"), "ResizeMethod"]  # pyright: ignore[reportUnsupportedDunderAll]

@@ -33,4 +33,5 @@ def write_file(filename: Any, contents: Any, name: str | None = None) -> None:
         f.write(convert_to_tensor(contents, dtype="string")._value.item())
 
 
-__all__ = [*_populate(globals(), "io"), "read_file", "write_file"]
+# Computed at import (from the op table): the generated stub io.pyi spells these names out for type checkers.
+__all__ = [*_populate(globals(), "io"), "read_file", "write_file"]  # pyright: ignore[reportUnsupportedDunderAll]

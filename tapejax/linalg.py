@@ -2,4 +2,5 @@
 
 from ._tf._namespace import populate as _populate
 
-__all__ = _populate(globals(), "linalg")
+# Computed at import (from the op table): the generated stub linalg.pyi spells these names out for type checkers.
+__all__ = _populate(globals(), "linalg")  # pyright: ignore[reportUnsupportedDunderAll]

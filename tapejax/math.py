@@ -2,4 +2,5 @@
 
 from ._tf._namespace import populate as _populate
 
-__all__ = _populate(globals(), "math")
+# Computed at import (from the op table): the generated stub math.pyi spells these names out for type checkers.
+__all__ = _populate(globals(), "math")  # pyright: ignore[reportUnsupportedDunderAll]

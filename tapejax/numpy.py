@@ -52,5 +52,6 @@ for _src in (special.__dict__, nn.__dict__):
 _names.update(wrap_namespace(_jnp, "jax.numpy."))
 globals().update(_names)
 
-__all__ = sorted(set(_names) | {"linalg", "fft", "nn", "special", "wrap"})
+# Computed at import (from jax.numpy's names): the generated stub numpy.pyi spells these names out for type checkers.
+__all__ = sorted(set(_names) | {"linalg", "fft", "nn", "special", "wrap"})  # pyright: ignore[reportUnsupportedDunderAll]
 del _src

@@ -2,4 +2,5 @@
 
 from ._tf._namespace import populate as _populate
 
-__all__ = _populate(globals(), "strings")
+# Computed at import (from the op table): the generated stub strings.pyi spells these names out for type checkers.
+__all__ = _populate(globals(), "strings")  # pyright: ignore[reportUnsupportedDunderAll]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 

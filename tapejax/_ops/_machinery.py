@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -210,19 +211,22 @@ def unary(
     body: Callable[..., Tensor]
     if not params:
 
-        def body(x: Any) -> Tensor:
+        def plain(x: Any) -> Tensor:
             x = convert(x) if convert else _as_t(x)
             if _dt(x) not in dtypes:
                 check_dtype(opname, x, dtypes)
             return bind(p, x)
 
+        body = plain
     else:
 
-        def body(x: Any, *vals: Any) -> Tensor:  # (the other variant takes no params)
+        def with_params(x: Any, *vals: Any) -> Tensor:  # (the other variant takes no params)
             x = convert(x) if convert else _as_t(x)
             if _dt(x) not in dtypes:
                 check_dtype(opname, x, dtypes)
             return bind(p, x, **{k: _static(v) for k, v in zip(keys, vals)})
+
+        body = with_params
 
     public = names[0] if names else name
     sample = _sample(dtypes, "tf.constant([0.5])", "tf.constant([True])", "tf.constant([1])")

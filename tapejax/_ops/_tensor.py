@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax._src import core as _jcore
@@ -409,7 +410,7 @@ def _check_cast(value: Any, src: np.dtype, dst: np.dtype) -> None:
     # it (1.5 into int32); a lossless conversion (2 into float32) is fine.
     if dst.kind in "iub" and src.kind in "fc":
         a = np.asarray(value)
-        if not np.all(np.isfinite(a)) or not np.all(np.asarray(a.real) == np.round(np.asarray(a.real))) or src.kind == "c":
+        if not np.all(np.isfinite(a)) or not np.all(np.real(a) == np.round(np.real(a))) or src.kind == "c":
             raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {from_np(dst).name}")
     if dst.kind == "b" and src.kind != "b":
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype bool")

@@ -367,7 +367,7 @@ def _same_dtype(values: list, opname: str) -> list:
         if _is_t(v):
             if _dt(v) != like:
                 raise errors.InvalidArgumentError(
-                    f"cannot compute {opname} as input #{i}(zero-based) was expected to be a {from_np(like).name} tensor "
+                    f"cannot compute {opname} as input #{i}(zero-based) was expected to be a {from_np(_dt(ts[0])).name} tensor "
                     f"but is a {from_np(_dt(v)).name} tensor [Op:{opname}]. Cast the inputs to one dtype with tf.cast.")
             out.append(v)
         else:
@@ -677,7 +677,7 @@ def pad(tensor: Any, paddings: Any, mode: str = "CONSTANT", constant_values: Any
     return bind(_pad_p, x, paddings=tuple(map(tuple, p.tolist())), mode=modes[m], value=value)
 
 
-def _static_tensor(value: np.ndarray) -> Tensor:
+def _static_tensor(value: np.ndarray | np.generic) -> Tensor:
     # Shapes are static in XLA, so tf.shape/size/rank are constants even inside a traced step: made under
     # ensure_compile_time_eval they stay concrete arrays (not tracers), so a later reshape, tf.range or
     # split that needs a concrete value accepts them, as TF's constant folding of a static shape does.
@@ -878,7 +878,7 @@ def _check_range(idx: Any, bound: int, opname: str) -> None:
     bad = np.nonzero((c < 0) | (c >= bound))
     if bad[0].size:
         first = tuple(int(b[0]) for b in bad)
-        pos = ",".join(map(str, first)) if len(first) > 1 else str(first[0])
+        pos = ",".join(map(str, first))  # "3" for one index, "1,3" for a tuple
         raise errors.InvalidArgumentError(f"indices[{pos}] = {int(c[first])} is not in [0, {bound}) [Op:{opname}]")
 
 

@@ -585,7 +585,7 @@ _avg_pool_p = prim("avg_pool", _avg_pool_impl)
 def _pool(p: Any, n: int | None, input: Any, ksize: Any, strides: Any, padding: Any, data_format: Any, opname: str) -> Tensor:  # noqa: A002
     x = _as_t(input)
     if n is None:
-        n = x._value.ndim - 2
+        n = int(x._value.ndim) - 2  # (int(): the value's ndim is untyped; n is an int from here)
     if x._value.ndim != n + 2:
         raise ValueError(f"{opname}: input must have rank {n + 2}, got {x._value.ndim}.")
     dts = NUMERIC if p is _max_pool_p else FLOAT

@@ -909,7 +909,7 @@ class _ReturnLowering:
         if not nested:
             return
         body = self._block(fn.body, in_loop=False)
-        init = [
+        init: list[ast.stmt] = [
             _assign("do_return", ast.Constant(False)),
             _assign("retval_", _call(_ag("UndefinedReturnValue"), [ast.Constant("retval_")])),
         ]

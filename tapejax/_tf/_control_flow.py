@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -571,8 +572,7 @@ def switch_case(branch_index: Any, branch_fns: Any, default: Callable | None = N
     for f in fns:
         if not callable(f):
             raise TypeError("fn for branch_fns must be callable.")
-    if default is None:
-        default = fns[-1]
+    fallback: Callable = fns[-1] if default is None else default
     bi = _pred_value(branch_index)
     if _lowering([bi]):
         it = _as_tensor(branch_index)
@@ -580,11 +580,11 @@ def switch_case(branch_index: Any, branch_fns: Any, default: Callable | None = N
         n = len(fns)
         # Out of range -> the default, which is appended as branch n.
         idx = Tensor(jnp.where((i < 0) | (i >= n), n, i))
-        return _lowered_switch(idx, fns + [default], "switch_case")
+        return _lowered_switch(idx, fns + [fallback], "switch_case")
     if isinstance(branch_index, Tensor | VariableBase) and not np.issubdtype(np.dtype(bi.dtype), np.integer):
         raise TypeError(f"branch_index must be an int32 or int64 tensor, got {np.dtype(bi.dtype).name}.")
     k = int(np.asarray(bi))
-    return (fns[k] if 0 <= k < len(fns) else default)()
+    return (fns[k] if 0 <= k < len(fns) else fallback)()
 
 
 def case(pred_fn_pairs: Any, default: Callable | None = None, exclusive: bool = False, strict: bool = False,
@@ -899,15 +899,17 @@ def _lowered_while(cond: Callable, body: Callable, leaves: list, tree: Any, max_
         return (_unflatten(tree, rebuild([Tensor(a) for a in arrays])),)
 
     carried: list = []
-    for _ in range(8):
+    rounds = 0
+    while True:  # at most 8 rounds (`while True`: a checker then knows fb and fc are bound after it)
         fb = _functionalize(lambda lv: call(body, lv), make_args, avals, carried, "body")
         fc = _functionalize(lambda lv: call(cond, lv), make_args, avals, carried, "cond")
         new = [v for v in fb.written + fc.written if not any(v is c for c in carried)]
-        if not new:
-            break
         for v in new:
             if not any(v is c for c in carried):
                 carried.append(v)
+        rounds += 1
+        if not new or rounds == 8:
+            break
     body_tree = fb.out_tree
     # A body of one loop variable may return it bare: TF's graph mode packs it.
     if not _same_structure(tree, body_tree) and not (len(tensors) == 1 and fb.n_out == 1):
@@ -997,11 +999,13 @@ def _lowered_scan(step: Callable, carry: list, carry_tree: Any, xs: list, xs_tre
         return tuple(nf) + tuple(yf)
 
     carried: list = []
-    for _ in range(8):
+    rounds = 0
+    while True:  # at most 8 rounds (`while True`: a checker then knows fb is bound after it)
         fb = _functionalize(user, make_args, c_avals + x_avals, carried, "fn")
-        if not fb.written:
-            break
         carried.extend(v for v in fb.written if not any(v is c for c in carried))
+        rounds += 1
+        if not fb.written or rounds == 8:
+            break
     for a, o in zip(c_avals, fb.out_avals[:nc]):
         if np.dtype(a.dtype) != np.dtype(o.dtype) or tuple(a.shape) != tuple(o.shape):
             raise ValueError(

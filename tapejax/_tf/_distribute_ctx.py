@@ -15,6 +15,7 @@ import weakref
 from typing import Any
 
 import jax
+import jax.core
 import numpy as np
 
 from .._core._recorder import Tensor, VariableBase

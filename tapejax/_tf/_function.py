@@ -41,6 +41,8 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.core
+import jax.extend.core
 import numpy as np
 from jax._src import core as _jcore
 from jax._src import source_info_util as _siu
@@ -479,9 +481,10 @@ class Function:
                     arrays = [a._value for a in args if type(a) is Tensor]
                     entry = fast.get(tuple([(x.shape, x.dtype) for x in arrays]))
                 except AttributeError:
-                    entry = None
-                if entry is not None and len(arrays) == len(args) and not _config.functions_run_eagerly():
-                    return self._run_fast(entry, arrays)
+                    pass
+                else:
+                    if entry is not None and len(arrays) == len(args) and not _config.functions_run_eagerly():
+                        return self._run_fast(entry, arrays)
         if _config.functions_run_eagerly():
             return self._python_function(*args, **kwargs)
         if _core.state.tracing:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.extend.core
 import numpy as np
 
 from .._ops._dtypes import from_np

@@ -167,7 +167,9 @@ def _same_type(a: Any, b: Any) -> bool:
     if isinstance(a, collections.abc.Mapping) and isinstance(b, collections.abc.Mapping):
         return True  # TF: a dict and an OrderedDict have the same structure
     if _is_namedtuple(a) and _is_namedtuple(b):
-        return type(a).__name__ == type(b).__name__ and type(a)._fields == type(b)._fields
+        ta: type[Any] = type(a)  # (a namedtuple class: a checker that narrowed a to Mapping above cannot see _fields)
+        tb: type[Any] = type(b)
+        return ta.__name__ == tb.__name__ and ta._fields == tb._fields
     return type(a) is type(b)
 
 

@@ -16,6 +16,7 @@ between (see ``_tf/_graph.py``: the jaxpr's equations).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import os
 import threading
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import jax
+import jax.core
 import numpy as np
 
 from .. import errors
@@ -64,6 +66,14 @@ def _tbx() -> Any:
     except ImportError as e:  # pragma: no cover - a declared dependency
         raise ImportError("tf.summary writes TensorBoard event files with tensorboardX: pip install tensorboardX") from e
     return tensorboardX
+
+
+def _pb2(name: str) -> Any:
+    """tensorboardX's generated protobuf module ``name`` (``summary_pb2``, ...), imported on first
+    use like the writer. Typed ``Any`` on purpose: protoc's Python modules create their message
+    classes at import (into ``globals()``) and tensorboardX ships no stubs for them, so a type
+    checker sees no ``Event``/``Summary``/... in them."""
+    return importlib.import_module(f"tensorboardX.proto.{name}")
 
 
 def _close_quietly(w: Any) -> None:
@@ -145,7 +155,8 @@ class SummaryWriter:
                 self._finalizer()
 
     def _add(self, value: Any, step: int) -> None:
-        from tensorboardX.proto import event_pb2, summary_pb2
+        event_pb2 = _pb2("event_pb2")
+        summary_pb2 = _pb2("summary_pb2")
 
         self._add_event(event_pb2.Event(wall_time=time.time(), step=int(step),
                                         summary=summary_pb2.Summary(value=[value])))
@@ -233,7 +244,8 @@ def _tag(name: str) -> str:
 
 
 def _tensor_proto(a: np.ndarray) -> Any:
-    from tensorboardX.proto import tensor_pb2, tensor_shape_pb2
+    tensor_pb2 = _pb2("tensor_pb2")
+    tensor_shape_pb2 = _pb2("tensor_shape_pb2")
 
     shape = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in a.shape])
     if a.dtype == object:
@@ -249,7 +261,7 @@ def _tensor_proto(a: np.ndarray) -> Any:
 
 
 def _value(tag: str, a: np.ndarray, plugin: str, description: str | None, content: bytes = b"") -> Any:
-    from tensorboardX.proto import summary_pb2
+    summary_pb2 = _pb2("summary_pb2")
 
     meta = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(
         plugin_name=plugin, content=content))
@@ -344,7 +356,7 @@ def write(tag: str, tensor: Any, step: Any = None, metadata: Any = None, name: s
     """Write ``tensor`` under ``tag`` with plugin ``metadata`` (a ``SummaryMetadata`` or its bytes)."""
     plugin, content = "", b""
     if metadata is not None:
-        from tensorboardX.proto import summary_pb2
+        summary_pb2 = _pb2("summary_pb2")
 
         m = metadata if not isinstance(metadata, bytes) else summary_pb2.SummaryMetadata.FromString(metadata)
         plugin, content = m.plugin_data.plugin_name, m.plugin_data.content
@@ -363,7 +375,9 @@ def _on_trace(function: Any, entry: Any) -> None:
 
 
 def _graph_event(graphs: list) -> Any:
-    from tensorboardX.proto import event_pb2, graph_pb2, node_def_pb2
+    event_pb2 = _pb2("event_pb2")
+    graph_pb2 = _pb2("graph_pb2")
+    node_def_pb2 = _pb2("node_def_pb2")
 
     nodes = []
     for g in graphs:

@@ -70,7 +70,9 @@ _MODULE_BRANCH = ["image", "io", "nest", "sparse", "strings", "train", "string",
 
 _OPS = _populate(globals(), "")  # top-level ops from the table: tf.sin, tf.reduce_sum, ...
 
-__all__ = sorted(
+# Computed at import (the op table adds names): the generated stub tapejax/__init__.pyi spells the tf.* surface
+# out for type checkers.
+__all__ = sorted(  # pyright: ignore[reportUnsupportedDunderAll]
     {
         "autodiff", "autograph", "bitwise", "config", "debugging", "dtypes", "errors", "linalg", "math", "nn", "random", "saved_model",
         "Tensor", "replay_cache_clear", "replay_cache_info", "set_replay_cache_size", "set_replay_compile",
@@ -94,5 +96,5 @@ __all__ = sorted(
 from .. import profiler, ragged, summary, types  # noqa: E402
 from ._ragged import RaggedTensor  # noqa: E402
 
-__all__ = sorted({*__all__, "types", "ragged", "RaggedTensor", "summary", "profiler"})
+__all__ = sorted({*__all__, "types", "ragged", "RaggedTensor", "summary", "profiler"})  # pyright: ignore[reportUnsupportedDunderAll]
 # ---- end guides branch ----

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.core
 import numpy as np
 
 from .. import errors
@@ -264,10 +265,19 @@ class _UnreadVariable(Variable):
 
     # The state is the parent's (these shadow the slots of VariableBase and Variable).
     _raw = property(lambda self: self._parent._raw, lambda self, v: setattr(self._parent, "_raw", v))
-    _v = property(lambda self: self._parent._v, lambda self, v: setattr(self._parent, "_v", v))
+
+    @property
+    def _v(self) -> Any:  # (VariableBase's property, typed: a lambda property() is not its override to a checker)
+        return self._parent._v
+
+    @_v.setter
+    def _v(self, value: Any) -> None:
+        self._parent._v = value
+
     _uid = property(lambda self: self._parent._uid)
     _trainable = property(lambda self: self._parent._trainable)
-    _shape = property(lambda self: self._parent._shape)
+    # A property where Variable declares a TensorShape slot: the intended shadowing above.
+    _shape = property(lambda self: self._parent._shape)  # pyright: ignore[reportAssignmentType]
     _constraint = property(lambda self: self._parent._constraint)
 
     def __getattr__(self, name: str) -> Any:

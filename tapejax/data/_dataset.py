@@ -92,8 +92,8 @@ class Dataset:
         self._make = make
         # Set by map/filter: (parent, per-element function), fused by interleave/batch.
         self._per_element: Any = None
-        self._spec_v = spec
-        self._card_v = card
+        self._spec_v: Any = spec
+        self._card_v: Any = card
         self._name = name
 
     # --- what the dataset is --------------------------------------------------------
@@ -1402,9 +1402,10 @@ class _Seeds:
     orders; a new iteration gets the next one unless it is told to repeat the first."""
 
     def __init__(self, seed: Any, reshuffle: bool):
-        g, o = tf.random.get_seed(seed)
-        self.seeded = g is not None or o is not None
-        self.key = [int(g) & 0xFFFFFFFF, int(o) & 0xFFFFFFFF] if self.seeded else [np.random.SeedSequence().entropy]
+        g, o = tf.random.get_seed(seed)  # both seeds, or neither (tf.random.get_seed's contract)
+        self.seeded = g is not None and o is not None
+        self.key: list[Any] = ([int(g) & 0xFFFFFFFF, int(o) & 0xFFFFFFFF] if g is not None and o is not None
+                               else [np.random.SeedSequence().entropy])
         self.reshuffle = reshuffle
         self.epochs = itertools.count()
 

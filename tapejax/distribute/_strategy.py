@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
@@ -88,7 +89,8 @@ def _varying(x: Any) -> bool:
     return _AXIS in vma
 
 
-def _parse_device(d: Any) -> jax.Device:
+# (jax.Device is jaxlib's compiled class: pyright cannot resolve it, mypy reads it.)
+def _parse_device(d: Any) -> jax.Device:  # pyright: ignore[reportInvalidTypeForm]
     if isinstance(d, jax.Device):
         return d
     m = re.search(r"(?:device:)?([A-Za-z_]+):(\d+)\s*$", str(d))
@@ -286,15 +288,15 @@ class ReplicaContext:
             >>> print(s.run(step))
             tf.Tensor(2.0, shape=(), dtype=float32)
         """
-        kwargs = dict(kwargs or {})
+        kw: dict[str, Any] = dict(kwargs or {})
         if self._spmd:
             n = self.num_replicas_in_sync
-            args, kwargs = jax.tree_util.tree_map(
-                lambda x: _MergeValue(x, n) if isinstance(x, Tensor) else x, (tuple(args), kwargs), is_leaf=_is_leaf)
+            args, kw = jax.tree_util.tree_map(
+                lambda x: _MergeValue(x, n) if isinstance(x, Tensor) else x, (tuple(args), kw), is_leaf=_is_leaf)
         rep = _ctx.stacks.replicas.pop()
         _ctx.stacks.strategies.append(self._strategy)
         try:
-            out = merge_fn(self._strategy, *args, **kwargs)
+            out = merge_fn(self._strategy, *args, **kw)
         finally:
             _ctx.stacks.strategies.pop()
             _ctx.stacks.replicas.append(rep)
@@ -677,9 +679,10 @@ class Strategy:
             >>> float(v.numpy())
             0.75
         """
-        args, kwargs = jax.tree_util.tree_map(lambda x: x._tensor if isinstance(x, _MergeValue) else x,
-                                              (tuple(args), dict(kwargs or {})), is_leaf=_is_leaf)
-        return fn(var, *args, **kwargs)
+        kw: dict[str, Any]
+        args, kw = jax.tree_util.tree_map(lambda x: x._tensor if isinstance(x, _MergeValue) else x,
+                                          (tuple(args), dict(kwargs or {})), is_leaf=_is_leaf)
+        return fn(var, *args, **kw)
 
     def value_container(self, value: Any) -> Any:
         return value

@@ -6,6 +6,7 @@ import enum
 from typing import Any
 
 import jax
+import jax.core
 import jax.numpy as jnp
 
 from .._core._recorder import Tensor

@@ -147,7 +147,8 @@ _PASSTHROUGH = ("DTypePolicy", "FloatDTypePolicy", "Initializer", "Quantizer", "
                 "dtype_policies", "export", "preprocessing", "quantizers", "tree", "version", "visualization")
 globals().update({n: getattr(_tf_keras, n) for n in _PASSTHROUGH if hasattr(_tf_keras, n)})
 
-__all__ = [
+# Computed at import (from Keras 3's names): the generated stub __init__.pyi spells these names out for type checkers.
+__all__ = [  # pyright: ignore[reportUnsupportedDunderAll]
     "Input", "InputSpec", "KerasTensor", "KerasVariable", "Layer", "Loss", "Metric", "Model", "Optimizer",
     "Sequential", "Variable", "activations", "backend", "callbacks", "constraints", "initializers", "layers",
     "losses", "metrics", "mixed_precision", "models", "ops", "optimizers", "random", "regularizers", "saving",

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -87,7 +88,7 @@ from keras.src.backend.common.masking import set_keras_mask as _set_keras_mask  
 from keras.src.backend.common.stateless_scope import (  # noqa: E402
     StatelessScope,
     get_stateless_scope,
-    in_stateless_scope,
+    in_stateless_scope,  # noqa: F401  (re-exported: the keras modules import it from here)
 )
 
 _KerasVariable = keras.Variable
@@ -178,16 +179,18 @@ class KerasVariable(Variable):
     def _value(self) -> Any:
         # Inside an op's Keras call (a layer nested in a model) the scope holds the
         # values being differentiated, not the stored ones.
-        if in_stateless_scope():
-            v = get_stateless_scope().get_current_value(self._kv)
+        scope = get_stateless_scope()  # (None outside a stateless scope: in_stateless_scope's test)
+        if scope is not None:
+            v = scope.get_current_value(self._kv)
             if v is not None:
                 return v
         return _BASE_VALUE.fget(self)
 
     @_value.setter
     def _value(self, value: Any) -> None:
-        if in_stateless_scope():
-            get_stateless_scope().add_update((self._kv, value))
+        scope = get_stateless_scope()
+        if scope is not None:
+            scope.add_update((self._kv, value))
             return
         _BASE_VALUE.fset(self, value)
 

@@ -8,6 +8,7 @@ are variables the step assigns) and a loss is differentiable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._core._recorder import Tensor
@@ -78,6 +79,12 @@ else:
 
 class LossMixin(_LossMixinBase):
     """A Keras loss whose call is one op on the tape."""
+
+    if TYPE_CHECKING:
+        # Keras's LossFunctionWrapper (most built-in losses) sets these; __call__ reads them
+        # through getattr, as a loss class without them takes the plain path.
+        fn: Callable[..., Any]
+        _fn_kwargs: dict[str, Any]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not _eager((args, kwargs)):

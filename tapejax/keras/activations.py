@@ -20,4 +20,5 @@ serialize = keras.activations.serialize
 deserialize = keras.activations.deserialize
 globals().update(_names)
 
-__all__ = sorted([*_names, "get", "serialize", "deserialize"])
+# Computed at import (from Keras 3's names): the generated stub activations.pyi spells these names out for type checkers.
+__all__ = sorted([*_names, "get", "serialize", "deserialize"])  # pyright: ignore[reportUnsupportedDunderAll]

@@ -40,4 +40,5 @@ def set_floatx(value: Any) -> None:
     keras.backend.set_floatx(value)
 
 
-__all__ = sorted({*_names, "clear_session", "set_floatx"})
+# Computed at import (from Keras 3's names): the generated stub backend.pyi spells these names out for type checkers.
+__all__ = sorted({*_names, "clear_session", "set_floatx"})  # pyright: ignore[reportUnsupportedDunderAll]

@@ -15,4 +15,5 @@ _names = generate(keras.constraints, keras.constraints.Constraint, LossMixin, __
 _names["get"] = getter(keras.constraints.get, {})
 globals().update(_names)
 
-__all__ = sorted(_names)
+# Computed at import (from Keras 3's names): the generated stub constraints.pyi spells these names out for type checkers.
+__all__ = sorted(_names)  # pyright: ignore[reportUnsupportedDunderAll]

@@ -8,7 +8,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
@@ -16,8 +16,14 @@ from .._core._recorder import Tensor
 from ._bridge import in_stateless_scope, keras
 from ._objects import generate, getter
 
+if TYPE_CHECKING:
+    # The mixin is only ever combined with Keras's Initializer: its __call__ comes from there.
+    from keras.initializers import Initializer as _InitializerMixinBase
+else:
+    _InitializerMixinBase = object
 
-class InitializerMixin:
+
+class InitializerMixin(_InitializerMixinBase):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         out = super().__call__(*args, **kwargs)
         if isinstance(out, jax.Array) and not in_stateless_scope():
@@ -29,4 +35,5 @@ _names = generate(keras.initializers, keras.initializers.Initializer, Initialize
 _names["get"] = getter(keras.initializers.get, {})
 globals().update(_names)
 
-__all__ = sorted(_names)
+# Computed at import (from Keras 3's names): the generated stub initializers.pyi spells these names out for type checkers.
+__all__ = sorted(_names)  # pyright: ignore[reportUnsupportedDunderAll]

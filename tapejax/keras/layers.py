@@ -64,18 +64,19 @@ def _view_property(name: str, kcls: type) -> property | None:
             self.__dict__[name] = value
 
         return property(fget, fset)
-    if base.fget is None:
+    base_fget = base.fget
+    if base_fget is None:
         return None
 
     def fget2(self: Any) -> Any:
-        v = base.fget(self)
+        v = base_fget(self)
         return v if _from_keras() else mirror(v)
 
     return property(fget2, base.fset, base.fdel, base.__doc__)
 
 
 def _make(name: str, kcls: type, extra: dict | None = None) -> type:
-    ns = {"__module__": __name__, "__qualname__": name,
+    ns: dict[str, Any] = {"__module__": __name__, "__qualname__": name,
           "__doc__": f"Keras 3's ``{kcls.__module__}.{kcls.__qualname__}``, each call one op on the tape."}
     for attr in _WEIGHT_ATTRIBUTES:
         prop = _view_property(attr, kcls)
@@ -145,4 +146,5 @@ for _name in dir(tf_keras.layers):
 
 globals().update(_generated)
 
-__all__ = sorted(_generated)
+# Computed at import (from Keras 3's names): the generated stub layers.pyi spells these names out for type checkers.
+__all__ = sorted(_generated)  # pyright: ignore[reportUnsupportedDunderAll]

@@ -19,4 +19,5 @@ _names.update(generate_functions(tf_keras.losses, __name__))
 _names["get"] = getter(keras.losses.get, _names)
 globals().update(_names)
 
-__all__ = sorted(_names)
+# Computed at import (from Keras 3's names): the generated stub losses.pyi spells these names out for type checkers.
+__all__ = sorted(_names)  # pyright: ignore[reportUnsupportedDunderAll]

@@ -25,4 +25,5 @@ _names.update(generate_functions(tf_keras.metrics, __name__))
 _names["get"] = getter(keras.metrics.get, _names)
 globals().update(_names)
 
-__all__ = sorted(_names)
+# Computed at import (from Keras 3's names): the generated stub metrics.pyi spells these names out for type checkers.
+__all__ = sorted(_names)  # pyright: ignore[reportUnsupportedDunderAll]

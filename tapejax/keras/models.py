@@ -418,8 +418,10 @@ class TapeTrainer(_TapeTrainerBase):
         if validation_split and validation_data is None:
             from keras.src.trainers.data_adapters import array_slicing
 
-            (x, y, sample_weight), validation_data = array_slicing.train_validation_split(
+            # (Keras is untyped: pyright infers None among its tree helpers' results, never returned here.)
+            (x, y, sample_weight), validation_data = array_slicing.train_validation_split(  # pyright: ignore[reportGeneralTypeIssues]
                 (x, y, sample_weight), validation_split=validation_split)
+        val_x = val_y = val_sample_weight = None
         if validation_data is not None:
             val_x, val_y, val_sample_weight = data_adapter_utils.unpack_x_y_sample_weight(validation_data)
         epoch_iterator = EpochIterator(x=x, y=y, sample_weight=sample_weight, batch_size=batch_size,
@@ -547,9 +549,10 @@ class TapeTrainer(_TapeTrainerBase):
         with quiet_keras_array():
             keras.Model.save(self, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
 
-    def save_weights(self, filepath: Any, overwrite: bool = True, **kwargs: Any) -> None:
+    def save_weights(self, filepath: Any, overwrite: bool = True, *args: Any, **kwargs: Any) -> None:
+        # (*args: Keras's further positional parameters, max_shard_size, pass through as Keras has them.)
         with quiet_keras_array():
-            keras.Model.save_weights(self, filepath, overwrite=overwrite, **kwargs)
+            keras.Model.save_weights(self, filepath, overwrite, *args, **kwargs)
 
     def load_weights(self, filepath: Any, skip_mismatch: bool = False, **kwargs: Any) -> None:
         with quiet_keras_array():
@@ -562,7 +565,9 @@ class TapeTrainer(_TapeTrainerBase):
         return mirrors(super().metrics_variables)
 
 
-class Model(TapeTrainer, LayerMixin, keras.Model):
+# (Keras's own Model.quantize and Layer.quantize, which LayerMixin stands for to a checker, differ; the
+# MRO gives Keras's Model's.)
+class Model(TapeTrainer, LayerMixin, keras.Model):  # pyright: ignore[reportIncompatibleMethodOverride]
     """Keras 3's ``Model`` on the tape: subclass it (``call`` with tapejax ops) or give it ``inputs``/``outputs``.
 
     Example:

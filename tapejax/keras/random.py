@@ -44,4 +44,5 @@ _names = {k: _op(getattr(keras.random, k)) for k in dir(keras.random)
           if not k.startswith("_") and inspect.isfunction(getattr(keras.random, k))}
 globals().update(_names)
 
-__all__ = sorted({*_names, "SeedGenerator"})
+# Computed at import (from Keras 3's names): the generated stub random.pyi spells these names out for type checkers.
+__all__ = sorted({*_names, "SeedGenerator"})  # pyright: ignore[reportUnsupportedDunderAll]

@@ -18,4 +18,5 @@ _names = generate(keras.regularizers, keras.regularizers.Regularizer, LossMixin,
 _names["get"] = getter(keras.regularizers.get, {})
 globals().update(_names)
 
-__all__ = sorted(_names)
+# Computed at import (from Keras 3's names): the generated stub regularizers.pyi spells these names out for type checkers.
+__all__ = sorted(_names)  # pyright: ignore[reportUnsupportedDunderAll]

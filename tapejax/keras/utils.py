@@ -22,4 +22,5 @@ def set_random_seed(seed: int) -> None:
     _tf_set_seed(seed)
 
 
-__all__ = sorted({*_names, "set_random_seed"})
+# Computed at import (from Keras 3's names): the generated stub utils.pyi spells these names out for type checkers.
+__all__ = sorted({*_names, "set_random_seed"})  # pyright: ignore[reportUnsupportedDunderAll]

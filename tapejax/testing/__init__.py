@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._analytic import assert_matches_analytic
 from ._check import GradientCheckError, GradientCheckResult, Mismatch, check_gradients
@@ -35,6 +35,12 @@ from ._properties import (
     assert_zero_vs_none,
 )
 from ._tolerances import TOLERANCES, default_tolerance
+
+if TYPE_CHECKING:
+    # Loaded lazily at run time (__getattr__ below: they need hypothesis); imported here so a
+    # checker sees the names __all__ exports.
+    from . import strategies
+    from ._profiles import PROFILE_ENV_VAR, load_profile, register_profiles
 
 __all__ = [
     "check_gradients",

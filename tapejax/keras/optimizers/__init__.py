@@ -85,15 +85,16 @@ def _update(static: tuple, lr: Any, iterations: Any, params: list, grads: list, 
     """
     cls, hyper, (clipnorm, clipvalue, global_clipnorm), loss_scale, flags = static
     h = dict(hyper)
-    grads = [g.astype(p.dtype) for g, p in zip(grads, params)]
+    # Any: optax's transforms return its Updates pytree type (the same list here).
+    gs: Any = [g.astype(p.dtype) for g, p in zip(grads, params)]
     none = optax.EmptyState()
     if loss_scale is not None:
-        grads, _ = optax.scale(1.0 / loss_scale).update(grads, none)
+        gs, _ = optax.scale(1.0 / loss_scale).update(gs, none)
     if global_clipnorm:
-        grads, _ = optax.clip_by_global_norm(global_clipnorm).update(grads, none)
+        gs, _ = optax.clip_by_global_norm(global_clipnorm).update(gs, none)
     step = jnp.asarray(iterations, jnp.int32)
     new_params, new_states = [], []
-    for p, g, s, (use_wd, has_count) in zip(params, grads, states, flags):
+    for p, g, s, (use_wd, has_count) in zip(params, gs, states, flags):
         if clipnorm:
             g, _ = optax.clip_by_global_norm(clipnorm).update(g, none)  # one array: its own norm
         elif clipvalue:
