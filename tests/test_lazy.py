@@ -367,3 +367,32 @@ def test_python_scalar_slots_survive_an_op_that_falls_back():
 
     eager, _ = assert_same(fn, repeats=2)
     assert float(eager[0][2]) == 25.0  # 5 * 1 * 3 + 10
+
+
+def test_function_traced_after_lazy_updates():
+    # An eager step leaves variable updates pending (lazy mode); the tapejax.function trace of
+    # the same step then reads those variables. The pending program must run outside the JAX
+    # trace (it once ran inside it: its cells kept tracers, UnexpectedTracerError at the next read).
+    rng = np.random.default_rng(3)
+    w0 = rng.standard_normal((4, 3)).astype(np.float32)
+    b0 = rng.standard_normal(3).astype(np.float32)
+    xs = rng.standard_normal((5, 4)).astype(np.float32)
+
+    def run():
+        w, b = tf.Variable(w0), tf.Variable(b0)
+        opt = tf.keras.optimizers.Adam(0.05)
+
+        def step():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.tanh(tf.matmul(tf.constant(xs), w) + b) ** 2)
+            grads = tape.gradient(loss, [w, b])
+            opt.apply_gradients(zip(grads, [w, b]))
+            return loss
+
+        losses = [step(), step()]
+        compiled = tf.function(step)
+        losses += [compiled() for _ in range(3)]
+        return losses, tf.identity(w), tf.identity(b)
+
+    _, lazy = assert_same(run, repeats=2, rtol=1e-5, atol=1e-6)
+    assert len(lazy[0]) == 7

@@ -40,6 +40,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import core as _jcore
 
 from .. import config as _config
 from .._core import _recorder
@@ -146,7 +147,15 @@ class Program:
             if getattr(_tls, "prog", None) is self:
                 _tls.prog = None
             try:
-                _execute(self)
+                if type(_jcore.trace_ctx.trace) is _jcore.EvalTrace:
+                    _execute(self)
+                else:
+                    # Forced while JAX traces (a tapejax.function step reads a variable assigned
+                    # lazily before the trace): the program holds only concrete values and its
+                    # results outlive the trace, so it runs now, outside it (else its cells
+                    # would keep the trace's tracers: UnexpectedTracerError at the next read).
+                    with jax.ensure_compile_time_eval():
+                        _execute(self)
             except BaseException as e:
                 self.error = e
                 raise
