@@ -396,3 +396,28 @@ def test_function_traced_after_lazy_updates():
 
     _, lazy = assert_same(run, repeats=2, rtol=1e-5, atol=1e-6)
     assert len(lazy[0]) == 7
+
+
+def test_x64_block_runs_each_op_under_its_own_flag():
+    # A program holds ops of one jax_enable_x64 state and runs under it wherever it is forced:
+    # a gradient pending from before a ``jax.enable_x64`` block, float64 ops inside it (read
+    # after the block), a Python float under both states. tapejax.testing's analytic check does
+    # exactly this (its float64 reference once ran the pending float32 gradient under x64).
+    def run():
+        x = tf.constant([0.5, 1.5])
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = tf.reduce_sum(tf.sin(x) * 2.0)
+        g = t.gradient(y, x)
+        with jax.enable_x64(True):
+            w = tf.constant(np.array([0.25, 0.75]))
+            z = tf.cos(w) * 3.0 + 1.0
+            h = g * 1.5
+            inside = [tf.constant(h.numpy())]  # forces g's program (built outside) in the block
+            z2 = z * 2.0  # pending past the block: forced after it, by the caller
+        after = g * 1.5
+        return y, g, z, h, after, inside, z2
+
+    eager, _ = assert_same(run, repeats=4)
+    assert eager[0][2].dtype == np.float64 and eager[0][3].dtype == np.float32 and eager[0][-1].dtype == np.float64
+    np.testing.assert_allclose(eager[0][1], 2 * np.cos([0.5, 1.5]), rtol=1e-6)

@@ -40,6 +40,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import config as _jconfig
 from jax._src import core as _jcore
 
 from .. import config as _config
@@ -124,9 +125,13 @@ def _as_tensor(value: Any, tid: int) -> Tensor:
 class Program:
     """The pending nodes of one thread, with the structure key built as they arrive."""
 
-    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars", "error")
+    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars", "error", "x64")
 
-    def __init__(self) -> None:
+    def __init__(self, x64: bool = False) -> None:
+        # The ``jax_enable_x64`` state its ops were called under (a ``jax.enable_x64`` block): an
+        # op's result dtypes depend on it (a Python float is float64 under it), so a program holds
+        # ops of one state only and runs under it, wherever it is forced.
+        self.x64 = x64
         # Equal Python constants (``y * 1.5`` in a loop) share one input: each input is a
         # jit argument converted on every call. (type, repr) keeps 1, 1.0, True and -0.0 apart.
         self.scalars: dict = {}
@@ -147,18 +152,25 @@ class Program:
             if getattr(_tls, "prog", None) is self:
                 _tls.prog = None
             try:
-                if type(_jcore.trace_ctx.trace) is _jcore.EvalTrace:
-                    _execute(self)
+                if _X64.value is not self.x64:
+                    with jax.enable_x64(self.x64):
+                        self._run_now()
                 else:
-                    # Forced while JAX traces (a tapejax.function step reads a variable assigned
-                    # lazily before the trace): the program holds only concrete values and its
-                    # results outlive the trace, so it runs now, outside it (else its cells
-                    # would keep the trace's tracers: UnexpectedTracerError at the next read).
-                    with jax.ensure_compile_time_eval():
-                        _execute(self)
+                    self._run_now()
             except BaseException as e:
                 self.error = e
                 raise
+
+    def _run_now(self) -> None:
+        if type(_jcore.trace_ctx.trace) is _jcore.EvalTrace:
+            _execute(self)
+        else:
+            # Forced while JAX traces (a tapejax.function step reads a variable assigned
+            # lazily before the trace): the program holds only concrete values and its
+            # results outlive the trace, so it runs now, outside it (else its cells
+            # would keep the trace's tracers: UnexpectedTracerError at the next read).
+            with jax.ensure_compile_time_eval():
+                _execute(self)
 
     def value_of(self, c: _Cell) -> Any:
         """``c``'s value, running the program if needed; the program's error if it failed."""
@@ -178,6 +190,7 @@ class _TLS(threading.local):
 
 
 _tls = _TLS()
+_X64 = _jconfig.enable_x64  # ``.value``: the flag in effect here (global setting or a jax.enable_x64 block)
 _enabled = False
 # Lazy handles can outlive the mode (a tape recorded lazily, read after set_execution("eager")):
 # until the mode was ever on, there is nothing to resolve and no record needs scanning.
@@ -264,8 +277,11 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         return NotImplemented
     fparams = tuple(sorted(params.items())) if params else ()
     prog = _tls.prog
-    if prog is None or prog.done:  # done: another thread ran it (it read one of its values)
-        prog = _tls.prog = Program()
+    x64 = _X64.value
+    if prog is None or prog.done or prog.x64 is not x64:  # done: another thread ran it (it read one of its values)
+        if prog is not None and not prog.done:
+            prog.run()  # its ops ran under the other x64 state: they run now, as eager mode ran them
+        prog = _tls.prog = Program(x64)
     slots = []
     avals = []
     ids = []
@@ -336,7 +352,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     avals_t = tuple(avals)
     slots_t = tuple(slots)
     # One lookup on the hot path: (signature, wiring) -> (out avals, out keys, inexact flags, node id).
-    nk = (prim, fparams, avals_t, slots_t)
+    nk = (prim, fparams, avals_t, slots_t, x64)
     try:
         node = _node_ids.get(nk)
     except TypeError:  # an unhashable static parameter: run it eagerly
@@ -389,7 +405,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
 
 
 def _new_node(prim: Primitive, params: dict, fparams: tuple, avals: list, vals: list, nk: tuple) -> Any:
-    skey = (prim, fparams, tuple(avals))
+    skey = (prim, fparams, tuple(avals), nk[-1])  # nk[-1]: the x64 state (a Python scalar's dtype)
     info: Any = _shape_cache.get(skey)
     if info is None:
         try:
