@@ -50,7 +50,7 @@ from .._core._recorder import Eqn, Pending, Primitive, Tensor, VariableBase, rea
 from . import _interpret as _interp_tier
 from . import _replay
 
-__all__ = ["LazyTensor", "set_enabled", "enabled", "flush", "stats", "MAX_PENDING", "HOT"]
+__all__ = ["LazyTensor", "pending", "set_enabled", "enabled", "flush", "stats", "MAX_PENDING", "HOT"]
 
 MAX_PENDING = 2000  # nodes; a longer program is materialized (bounded memory and compile time)
 HOT = 2  # sightings of a structure after which it is compiled whole
@@ -76,6 +76,10 @@ class _Cell(Pending):
         v = self.value
         return self.prog.value_of(self) if v is _UNSET else v
 
+    def peek(self) -> Any:
+        v = self.value
+        return self.aval if v is _UNSET else v
+
     # Metadata, so that code reading a recorded value's shape/dtype works on a pending one.
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
@@ -83,43 +87,28 @@ class _Cell(Pending):
     weak_type = property(lambda self: self.aval.weak_type)
 
 
-class LazyTensor(Tensor):
-    """A tensor whose value is computed when first needed.
+def LazyTensor(cell: _Cell) -> Tensor:  # noqa: N802  (it builds a Tensor; the name says which kind)
+    """A tensor whose value ``cell`` computes when first read.
 
-    ``_aval`` (shape, dtype) never forces; ``_value`` materializes the pending
-    program that produces it, so every eager code path stays correct.
+    It is a plain ``Tensor`` (so JAX's pytree node types, ``type(t) is Tensor`` tests and
+    printed type names are those of eager mode) whose ``_value`` slot is unset: ``_aval``
+    answers from the cell without running anything, and reading ``_value`` (``Tensor.__getattr__``)
+    materializes the program, so every eager code path stays correct.
     """
-
-    __slots__ = ("_lz",)
-
-    def __init__(self, cell: _Cell):  # noqa: D107  (no Tensor.__init__: there is no value yet)
-        self._lz = cell
-        self._id = _recorder._next_id()
-
-    @property
-    def _aval(self) -> Any:
-        c = self._lz
-        return c.aval if c.value is _UNSET else c.value
-
-    @property
-    def _value(self) -> Any:
-        c = self._lz
-        v = c.value
-        return c.prog.value_of(c) if v is _UNSET else v
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        # copy, deepcopy and pickle see a plain tensor with the same value and identity.
-        return _as_tensor, (self._value, self._id)
-
-
-# Users see a tensor: ``type(t).__name__`` is "Tensor" in both modes (printed by programs).
-LazyTensor.__name__ = LazyTensor.__qualname__ = "Tensor"
-
-
-def _as_tensor(value: Any, tid: int) -> Tensor:
-    t = Tensor(value)
-    t._id = tid
+    t = _new_tensor(Tensor)
+    t._lz = cell
+    t._id = _next_id()
     return t
+
+
+_new_tensor = Tensor.__new__
+_next_id = _recorder._next_id
+
+
+def pending(t: Any) -> bool:
+    """Is ``t`` a lazy tensor whose value is not computed yet (runs nothing)?"""
+    c = t._lz if isinstance(t, Tensor) else None
+    return c is not None and c.value is _UNSET
 
 
 class Program:
@@ -292,19 +281,19 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     n_in = len(prog.inputs)
     for a in args:
         ta = type(a)
-        if ta is LazyTensor or ta is _Cell:
-            c = a._lz if ta is LazyTensor else a
+        c = a._lz if ta is Tensor else a if ta is _Cell else None
+        if c is not None:
             if c.value is _UNSET and c.prog is not prog:
                 c.prog.value_of(c)  # another thread's program: run it (its error, if it failed)
             if c.value is _UNSET:
                 slots.append(~c.slot)
                 avals.append(c.key)
-                ids.append(a._id if ta is LazyTensor else None)
+                ids.append(a._id if ta is Tensor else None)
                 vals.append(c)
                 has_cell = True
                 continue
             v = c.value
-            i = a._id if ta is LazyTensor else None
+            i = a._id if ta is Tensor else None
         elif isinstance(a, Tensor):
             v = a._value
             i = a._id
@@ -526,8 +515,8 @@ def update(var: VariableBase, op: str, v: Any) -> Any:
 
 def peek(t: Any) -> Any:
     """``t``'s value, or its pending cell (lazy mode), without running anything."""
-    if type(t) is LazyTensor:
-        c = t._lz
+    c = t._lz if isinstance(t, Tensor) else None
+    if c is not None:
         return c if c.value is _UNSET else c.value
     return t._value
 
