@@ -22,6 +22,10 @@ The replay tiers of an eager gradient (see ``compat_docs/performance.md``):
   (default 128) equations, each run's pullback a small program compiled once per run
   structure, so a loop body recorded many times shares a few programs. 0 keeps long
   slices interpreted.
+- ``kernel_fast_compile_elements``: an eager op's or a tier-0 pullback's program whose
+  inputs all hold at most this many elements (default 1024) is compiled by XLA:CPU with
+  its optimizer off: about 3x faster to build, as fast to run at that size. 0 turns it
+  off. Whole-slice, segment and lazy programs always get the full pipeline.
 
 Example:
     >>> import tapejax as tf
@@ -78,6 +82,7 @@ replay_lag: int = 8
 replay_background_compile: bool = True
 replay_max_compile_eqns: int = 256
 replay_segment_eqns: int = 128
+kernel_fast_compile_elements: int = 1024
 
 
 # ---- execution mode (eager / lazy) ------------------------------------------------------------

@@ -481,6 +481,9 @@ def record(prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple, outs: l
 # Lazy execution (``_engine/_lazy``) installs ``(prim, args, params) -> outputs or
 # NotImplemented`` here; None (eager, the default) costs one global test per op.
 lazy_bind: Callable[..., Any] | None = None
+# Tensor or variable, in one class test (their common base; typed Any so checkers do not
+# narrow to the empty base).
+_UNWRAP: Any = _TensorLike
 
 
 def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
@@ -496,8 +499,18 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     rec = st.recording
     accs = st.accumulators
     if not rec and not accs:
-        # The fast path: no tape anywhere on this thread, so only unwrap and run.
-        out = prim.impl(*[a._value if isinstance(a, (Tensor, VariableBase)) else a for a in args], **params)
+        # The fast path: no tape anywhere on this thread, so only unwrap and run (one and
+        # two operands unrolled: this is the eager per-op cost).
+        n = len(args)
+        if n == 1:
+            a = args[0]
+            out = prim.impl(a._value if isinstance(a, _UNWRAP) else a, **params)
+        elif n == 2:
+            a, b = args
+            out = prim.impl(a._value if isinstance(a, _UNWRAP) else a,
+                            b._value if isinstance(b, _UNWRAP) else b, **params)
+        else:
+            out = prim.impl(*[a._value if isinstance(a, _UNWRAP) else a for a in args], **params)
         if prim.multiple_results:
             return tuple(Tensor(o) for o in out)
         return Tensor(out)

@@ -32,6 +32,7 @@ from .._core._kinds import INEXACT
 from .._core._recorder import Primitive, Tensor, bind, state
 from .._core._recorder import notify_accumulators as _notify
 from .._core._recorder import record as _record
+from . import _kernels
 from ._replay import _NO_GRADIENT_PRIMS, Slice, _Cache, _differentiable_deps
 
 __all__ = ["VJP", "JVP", "handle", "interpret_needed", "gradient", "jvp_op"]
@@ -94,7 +95,7 @@ class _Derived:
     def _entry(self, sig: tuple) -> tuple:
         def make() -> tuple:
             fn = self.build(sig)
-            return fn, jax.jit(fn)
+            return fn, _kernels.jit(fn)
 
         return self.fns.get(sig, make)
 
@@ -226,18 +227,24 @@ def _nonan(ct: Any, d: Any) -> Any:
     return jnp.where(ct == 0, jnp.zeros_like(prod), prod)
 
 
+def _rule(name: str, fn: Callable) -> Primitive:
+    # One small compiled kernel per rule signature: run as separate jnp calls, ``ct * (1 - y * y)``
+    # would compile (and dispatch) three programs on a new tape's first gradient.
+    return Primitive(name, _kernels.jit(fn))
+
+
 OUTPUT_RULES: dict[str, Primitive] = {
-    "exp": Primitive("ExpGrad", lambda y, ct: ct * y),
-    "tanh": Primitive("TanhGrad", lambda y, ct: ct * (1 - y * y)),
-    "sigmoid": Primitive("SigmoidGrad", lambda y, ct: ct * (y * (1 - y))),
-    "relu": Primitive("ReluGrad", lambda y, ct: jnp.where(y > 0, ct, jnp.zeros_like(ct))),
-    "relu6": Primitive("Relu6Grad", lambda y, ct: jnp.where((y > 0) & (y < 6), ct, jnp.zeros_like(ct))),
-    "elu": Primitive("EluGrad", lambda y, ct: jnp.where(y < 0, ct * (y + 1), ct)),
-    "selu": Primitive("SeluGrad", lambda y, ct: jnp.where(y < 0, ct * (y + _SELU_SCALE * _SELU_ALPHA),
+    "exp": _rule("ExpGrad", lambda y, ct: ct * y),
+    "tanh": _rule("TanhGrad", lambda y, ct: ct * (1 - y * y)),
+    "sigmoid": _rule("SigmoidGrad", lambda y, ct: ct * (y * (1 - y))),
+    "relu": _rule("ReluGrad", lambda y, ct: jnp.where(y > 0, ct, jnp.zeros_like(ct))),
+    "relu6": _rule("Relu6Grad", lambda y, ct: jnp.where((y > 0) & (y < 6), ct, jnp.zeros_like(ct))),
+    "elu": _rule("EluGrad", lambda y, ct: jnp.where(y < 0, ct * (y + 1), ct)),
+    "selu": _rule("SeluGrad", lambda y, ct: jnp.where(y < 0, ct * (y + _SELU_SCALE * _SELU_ALPHA),
                                                           ct * _SELU_SCALE)),
-    "sqrt": Primitive("SqrtGrad", lambda y, ct: _nonan(ct, 0.5 / y)),
-    "rsqrt": Primitive("RsqrtGrad", lambda y, ct: _nonan(ct, -0.5 * y ** 3)),
-    "reciprocal": Primitive("ReciprocalGrad", lambda y, ct: _nonan(ct, -(y ** 2))),
+    "sqrt": _rule("SqrtGrad", lambda y, ct: _nonan(ct, 0.5 / y)),
+    "rsqrt": _rule("RsqrtGrad", lambda y, ct: _nonan(ct, -0.5 * y ** 3)),
+    "reciprocal": _rule("ReciprocalGrad", lambda y, ct: _nonan(ct, -(y ** 2))),
 }
 _jvps = _Derived(_build_jvp)
 
@@ -263,8 +270,10 @@ def _add_impl(a: Any, b: Any) -> Any:
     return jnp.add(a, b)
 
 
-ADD = Primitive("add_any", _add_impl)
-CONJ = Primitive("conj", jnp.conj)
+# Compiled as small kernels (``_kernels``): eager jnp calls would each compile with XLA's
+# full pipeline on a new tape's first gradient.
+ADD = Primitive("add_any", _kernels.jit(_add_impl))
+CONJ = Primitive("conj", _kernels.jit(jnp.conj))
 
 
 def _seed_impl(g: Any, shape: tuple, dtype: Any) -> Any:
@@ -274,7 +283,7 @@ def _seed_impl(g: Any, shape: tuple, dtype: Any) -> Any:
     return jnp.asarray(c, dtype)
 
 
-SEED = Primitive("seed_cotangent", _seed_impl)
+SEED = Primitive("seed_cotangent", _kernels.kernel(_seed_impl))
 
 
 def _watched(vals: Sequence[Any]) -> bool:

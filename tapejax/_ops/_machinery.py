@@ -20,9 +20,6 @@ function; ``JAX_NAMES`` says which JAX function each maps to (for
 
 from __future__ import annotations
 
-import collections
-import functools
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +30,7 @@ from jax import lax
 
 from .. import errors
 from .._core._recorder import Primitive, Tensor, VariableBase, bind, state
+from .._engine import _kernels
 from . import _tfgrad
 from ._dtypes import as_dtype, check_width, from_np, x64_enabled
 from ._tensor import convert_to_tensor
@@ -65,39 +63,18 @@ def prim(name: str, impl: Callable, differentiable: bool = True, multiple_result
 
     An impl built from several jnp calls would otherwise compile and dispatch
     each of them separately when it runs eagerly; one compiled program is both
-    faster to build and faster to call. Inside a replay (already traced) the
-    nested program is simply inlined. Use ``jit=False`` for an impl with Python
-    side effects.
+    faster to build and faster to call. Small calls compile fast
+    (``_engine._kernels``); a jnp function that is itself jitted is wrapped too, for
+    that. Inside a replay (already traced) the nested program is simply inlined. Use
+    ``jit=False`` for an impl with Python side effects.
     """
-    already = hasattr(impl, "lower") or type(impl).__name__ == "ufunc"  # a jitted jnp function or a jnp ufunc
-    p = Primitive(name, _compiled_impl(impl) if jit and not already else impl, differentiable, multiple_results, recorded)
+    p = Primitive(name, _compiled_impl(impl) if jit else impl, differentiable, multiple_results, recorded)
     PRIMS[name] = p
     return p
 
 
-_EAGER_CACHE_SIZE = 256  # compiled variants kept per primitive (least recently used go first)
-
-
 def _compiled_impl(impl: Callable) -> Callable:
-    cache: collections.OrderedDict = collections.OrderedDict()
-    lock = threading.Lock()
-
-    def run(*args: Any, **params: Any) -> Any:
-        key = tuple(sorted(params.items())) if params else ()
-        with lock:
-            f = cache.get(key)
-            if f is None:
-                f = jax.jit(functools.partial(impl, **params)) if params else jax.jit(impl)
-                cache[key] = f
-                if len(cache) > _EAGER_CACHE_SIZE:
-                    cache.popitem(last=False)
-            else:
-                cache.move_to_end(key)
-        return f(*args)
-
-    run.__name__ = getattr(impl, "__name__", "impl")
-    run.__wrapped__ = impl  # type: ignore[attr-defined]
-    return run
+    return _kernels.kernel(impl)
 
 
 def _jax_name(impl: Any) -> str:
@@ -436,8 +413,17 @@ log = OPS["log"]
 # ---- binary ops with TF's dtype rules ------------------------------------------
 
 
+# Dtypes a Python float (and a small Python int) joins as it is, weakly typed: the common
+# case of ``x * 0.5`` answered without the checks below.
+_FLOATING = frozenset(np.dtype(d) for d in ("float16", "float32", "float64", "complex64", "complex128")) | {
+    np.dtype(jnp.bfloat16)}
+
+
 def _other(v: Any, like: np.dtype) -> Any:
     """Convert a non-tensor operand the way TF does: to the tensor operand's dtype."""
+    t = type(v)
+    if (t is float or (t is int and -(2**31) <= v < 2**31)) and like in _FLOATING:
+        return v
     if isinstance(v, bool | int | float | complex) and not isinstance(v, np.generic):
         d = from_np(like)
         if isinstance(v, complex) and not d.is_complex:
@@ -473,7 +459,7 @@ def graph_error(eager: type, graph: type, msg: str) -> Exception:
 
 def _binary_operands(opname: str, x: Any, y: Any) -> tuple:
     xt, yt = _is_t(x), _is_t(y)
-    if opname == "AddV2" and xt and type(y) is float and from_np(_dt(x)).is_integer:
+    if type(y) is float and opname == "AddV2" and xt and _dt(x).kind in "iu":
         # TF's add converts the Python float with only a dtype *hint*, then AddV2 rejects it.
         raise graph_error(
             errors.InvalidArgumentError, TypeError,

@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import errors
 from .._core._recorder import Tensor, VariableBase, read_variable
+from .._engine import _kernels
 from ._dtypes import as_dtype
 from ._machinery import EXPORTS, OPS, PRIMS, _export
 from ._strtable import StrIds, intern, lookup
@@ -226,6 +227,10 @@ def _host_op(dynamic_shape: bool = False) -> Callable:
     return deco
 
 
+_Array = _kernels.ArrayImpl
+_NUMBERS = (float, int)
+
+
 def _wrap_binary(name: str, string_fn: Callable, otype: Any) -> None:
     numeric = OPS[name]
 
@@ -238,6 +243,11 @@ def _wrap_binary(name: str, string_fn: Callable, otype: Any) -> None:
     strings_op = _host_op()(strings_op)
 
     def op(x: Any, y: Any, name: str | None = None) -> Tensor:
+        # A concrete JAX array is never a string (strings live in NumPy object arrays): the
+        # numeric case goes straight through, without the operand tests.
+        if type(x) is Tensor and type(x._value) is _Array and (
+                type(y) in _NUMBERS or (type(y) is Tensor and type(y._value) is _Array)):
+            return numeric(x, y)
         if _is_str_operand(x) or _is_str_operand(y):
             return strings_op(x, y)
         return numeric(x, y)
