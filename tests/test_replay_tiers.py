@@ -111,8 +111,13 @@ def test_long_hot_slices_are_segmented_with_shared_programs(tier):
         np.testing.assert_allclose(float(_euler(k, 30)), expected, rtol=1e-5)
         after = tf.replay_cache_info()
         kinds.append("i" if after.interpreted > before.interpreted else "s" if after.segmented > before.segmented else "?")
-    assert kinds == ["i", "i", "i", "s", "s", "s"]  # hot at 2, switch at hot + lag = 4
     info = tf.replay_cache_info()
+    if tf.config.get_execution() == "lazy":
+        # Lazy mode does not segment (tapejax/_engine/_tiers.py): every sighting is interpreted
+        # (the values above are checked all the same), nothing compiles.
+        assert kinds == ["i"] * 6 and (info.compiled, info.size, info.background_compiles) == (0, 0, 0)
+        return
+    assert kinds == ["i", "i", "i", "s", "s", "s"]  # hot at 2, switch at hot + lag = 4
     assert (info.compiled, info.size, info.background_compiles) == (0, 0, 1)
     assert 1 <= len(_segments._programs) <= 12  # far fewer programs than the ~15 runs
 
@@ -123,7 +128,10 @@ def test_segmented_tier_without_background_compile(tier):
     expected = float(jax.grad(_euler_jax)(2.0, 12))
     for _ in range(2):
         np.testing.assert_allclose(float(_euler(k, 12)), expected, rtol=1e-5)
-    assert tf.replay_cache_info().segmented == 2
+    info = tf.replay_cache_info()
+    # Lazy mode does not segment (tapejax/_engine/_tiers.py): interpreted instead.
+    lazy = tf.config.get_execution() == "lazy"
+    assert (info.segmented, info.interpreted) == ((0, 2) if lazy else (2, 0))
 
 
 def test_cache_clear_makes_slices_cold_again(tier):

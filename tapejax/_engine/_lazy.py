@@ -560,6 +560,7 @@ def deferred_transform(sl: Any, key_extra: tuple, transform: str, extra: list, e
     return tuple(out)
 
 
+_replay.pending_hooks.append(flush)
 _config._execution_listeners.append(lambda mode: set_enabled(mode == "lazy"))
 if _config.get_execution() == "lazy":
     set_enabled(True)

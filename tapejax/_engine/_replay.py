@@ -124,8 +124,15 @@ def cache_info() -> CacheInfo:
                          tier_counts["segmented"])
 
 
+# Run first by ``cache_clear``: work still pending (lazy mode's programs, ``_lazy``) belongs to
+# before the clear; run later, it would refill the cache and the statistics after it.
+pending_hooks: list[Callable[[], None]] = []
+
+
 def cache_clear() -> None:
     """Drop every compiled replay and reset the statistics (tier sightings included)."""
+    for hook in pending_hooks:
+        hook()
     with _cache.lock:
         _cache.data.clear()
         _cache.hits = _cache.misses = _cache.evictions = 0
