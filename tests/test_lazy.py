@@ -506,3 +506,32 @@ def test_jacobian_after_a_deferred_gradient_on_a_persistent_tape():
     np.testing.assert_allclose(eager[0][3], np.diag(np.cos(xv) * np.floor(xv) + 2 * xv), rtol=1e-5)
     d2 = (np.cos(xv) * xv + np.sin(xv)).reshape(2, 2)
     np.testing.assert_allclose(eager[0][4], np.stack([np.diag(d2[b]) for b in range(2)]), rtol=1e-5)
+
+
+def test_threads_read_one_lazy_tensor_at_once(lazy_mode):
+    # Several threads read the same pending tensor together: one runs the program, every one
+    # gets its value (never an AttributeError from the moment the value is being stored).
+    import threading
+
+    for k in range(30):
+        x = tf.constant([1.0, 2.0, float(k)])
+        y = tf.sin(x) * 3.0 + 1.0
+        want = np.sin([1.0, 2.0, float(k)]).astype(np.float32) * 3.0 + 1.0
+        got, errors = [], []
+        barrier = threading.Barrier(4)
+
+        def read():
+            try:
+                barrier.wait()
+                got.append(np.asarray(y._value))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and len(got) == 4
+        for g in got:
+            np.testing.assert_allclose(g, want, rtol=1e-6)

@@ -133,11 +133,14 @@ class Tensor(_TensorLike):
             # is not computed yet: computing it here keeps every reader of ``_value`` correct.
             if name == "_value":
                 lz = self._lz
-                if lz is not None:
-                    v = lz.force()
-                    self._value = v
-                    self._lz = None
-                    return v
+                if lz is None:
+                    # Another thread computed it since this lookup failed (or it was never set:
+                    # object.__getattribute__ raises then, without coming back here).
+                    return object.__getattribute__(self, "_value")
+                v = lz.force()
+                self._value = v
+                self._lz = None
+                return v
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __getstate__(self) -> Any:
