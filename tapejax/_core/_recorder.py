@@ -118,7 +118,7 @@ class Tensor(_TensorLike):
     def __init__(self, value: Any):
         self._value = value
         self._id = _next_id()
-        self._lz = None
+        self._lz: Pending | None = None
 
     @property
     def _aval(self) -> Any:

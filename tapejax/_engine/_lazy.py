@@ -107,7 +107,7 @@ _next_id = _recorder._next_id
 
 def pending(t: Any) -> bool:
     """Is ``t`` a lazy tensor whose value is not computed yet (runs nothing)?"""
-    c = t._lz if isinstance(t, Tensor) else None
+    c: Any = t._lz if isinstance(t, Tensor) else None  # (a _Cell: lazy mode makes every cell)
     return c is not None and c.value is _UNSET
 
 
@@ -515,7 +515,7 @@ def update(var: VariableBase, op: str, v: Any) -> Any:
 
 def peek(t: Any) -> Any:
     """``t``'s value, or its pending cell (lazy mode), without running anything."""
-    c = t._lz if isinstance(t, Tensor) else None
+    c: Any = t._lz if isinstance(t, Tensor) else None  # (a _Cell: lazy mode makes every cell)
     if c is not None:
         return c if c.value is _UNSET else c.value
     return t._value
