@@ -630,8 +630,13 @@ def test_recompute_grad_lowers_peak_memory(monkeypatch):
             for b in blocks:
                 h = b(h)
             loss = tf.reduce_sum(h * h)
+        # Both measured on values that ran: lazy mode (TAPEJAX_EXECUTION=lazy) runs the forward
+        # when the loss is read, and the gradient when it is read (until then the replay was only
+        # shape-evaluated, with tracers).
+        loss.numpy()
         held = {id(v): v.nbytes for e in g._tape.eqns for v in e.in_vals if hasattr(v, "nbytes") and id(v) not in weights}
         grad = g.gradient(loss, x)
+        grad.numpy()
         fn, leaves, extra = captured[-1]
         m = fn.lower(leaves, extra).compile().memory_analysis()
         return grad, m.temp_size_in_bytes + m.argument_size_in_bytes, sum(held.values())

@@ -156,8 +156,12 @@ def test_compiled_step_matches_eager_and_updates_batchnorm_statistics():
         v.assign(b)
     lc, gc = tf.function(step)(x)
     np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-5)
+    # The conv bias's gradient is zero in exact arithmetic (batch normalization removes the bias),
+    # so both runs give float32 rounding noise there: an absolute tolerance at float32 rounding of
+    # the largest gradient (a fused program, like lazy mode's compiled step, rounds differently).
+    scale = max(float(np.abs(g.numpy()).max()) for g in ge)
     for a, b in zip(gc, ge):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=max(1e-6, 1e-5 * scale))
     for v, want, old in zip(model.non_trainable_variables, eager_after, before):
         np.testing.assert_allclose(v.numpy(), want, rtol=1e-5, atol=1e-7)
         assert not np.allclose(want, old)  # the moving statistics moved

@@ -46,10 +46,13 @@ def test_a_kernel_inside_a_trace_is_inlined(limit):
     # Compile options belong to the outermost program: a nested call must not carry them.
     limit(1024)
     k = _kernels.jit(jnp.sin)
+    # jit's cache of a function is shared by every jit of it with the same options: another
+    # test's (or lazy mode's) concrete calls of the same kernel may have filled it already.
+    before = (k.fast._cache_size(), k.full._cache_size())
     x = jnp.arange(4.0)
     np.testing.assert_allclose(jax.jit(lambda v: k(v) * 2)(x), 2 * jnp.sin(x), rtol=1e-6)
     np.testing.assert_allclose(jax.grad(lambda v: jnp.sum(k(v)))(x), jnp.cos(x), rtol=1e-6)
-    assert k.fast._cache_size() == 0
+    assert (k.fast._cache_size(), k.full._cache_size()) == before
     # Concrete arguments inside a trace: inlined too (JAX refuses options on a nested jit).
     c = jnp.arange(3.0)
     np.testing.assert_allclose(jax.jit(lambda v: k(c) + v)(x[:3]), jnp.sin(c) + x[:3], rtol=1e-6)

@@ -67,9 +67,10 @@ def lazy_mode():
 def test_switch_and_handles(lazy_mode):
     x = tf.constant([1.0, 2.0])
     y = tf.sin(x) * 2.0 + 1.0
-    assert type(y) is _lazy.LazyTensor and type(y).__name__ == "Tensor"
+    # a lazy tensor is a plain Tensor (pytree node type, type tests) whose value is not computed yet
+    assert type(y) is Tensor and _lazy.pending(y)
     # shape and dtype without running anything
-    assert y.shape == (2,) and y.dtype == tf.float32
+    assert y.shape == (2,) and y.dtype == tf.float32 and _lazy.pending(y)
     np.testing.assert_allclose(y.numpy(), np.sin([1.0, 2.0]) * 2 + 1, rtol=1e-6)
     assert config.get_execution() == "lazy"
     with pytest.raises(ValueError, match="eager or 'lazy'|'eager' or 'lazy'"):
@@ -367,3 +368,170 @@ def test_python_scalar_slots_survive_an_op_that_falls_back():
 
     eager, _ = assert_same(fn, repeats=2)
     assert float(eager[0][2]) == 25.0  # 5 * 1 * 3 + 10
+
+
+def test_function_traced_after_lazy_updates():
+    # An eager step leaves variable updates pending (lazy mode); the tapejax.function trace of
+    # the same step then reads those variables. The pending program must run outside the JAX
+    # trace (it once ran inside it: its cells kept tracers, UnexpectedTracerError at the next read).
+    rng = np.random.default_rng(3)
+    w0 = rng.standard_normal((4, 3)).astype(np.float32)
+    b0 = rng.standard_normal(3).astype(np.float32)
+    xs = rng.standard_normal((5, 4)).astype(np.float32)
+
+    def run():
+        w, b = tf.Variable(w0), tf.Variable(b0)
+        opt = tf.keras.optimizers.Adam(0.05)
+
+        def step():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.tanh(tf.matmul(tf.constant(xs), w) + b) ** 2)
+            grads = tape.gradient(loss, [w, b])
+            opt.apply_gradients(zip(grads, [w, b]))
+            return loss
+
+        losses = [step(), step()]
+        compiled = tf.function(step)
+        losses += [compiled() for _ in range(3)]
+        return losses, tf.identity(w), tf.identity(b)
+
+    _, lazy = assert_same(run, repeats=2, rtol=1e-5, atol=1e-6)
+    assert len(lazy[0]) == 7
+
+
+def test_x64_block_runs_each_op_under_its_own_flag():
+    # A program holds ops of one jax_enable_x64 state and runs under it wherever it is forced:
+    # a gradient pending from before a ``jax.enable_x64`` block, float64 ops inside it (read
+    # after the block), a Python float under both states. tapejax.testing's analytic check does
+    # exactly this (its float64 reference once ran the pending float32 gradient under x64).
+    def run():
+        x = tf.constant([0.5, 1.5])
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = tf.reduce_sum(tf.sin(x) * 2.0)
+        g = t.gradient(y, x)
+        with jax.enable_x64(True):
+            w = tf.constant(np.array([0.25, 0.75]))
+            z = tf.cos(w) * 3.0 + 1.0
+            h = g * 1.5
+            inside = [tf.constant(h.numpy())]  # forces g's program (built outside) in the block
+            z2 = z * 2.0  # pending past the block: forced after it, by the caller
+        after = g * 1.5
+        return y, g, z, h, after, inside, z2
+
+    eager, _ = assert_same(run, repeats=4)
+    assert eager[0][2].dtype == np.float64 and eager[0][3].dtype == np.float32 and eager[0][-1].dtype == np.float64
+    np.testing.assert_allclose(eager[0][1], 2 * np.cos([0.5, 1.5]), rtol=1e-6)
+
+
+def test_lazy_tensors_are_the_pytree_node_of_eager_tensors(lazy_mode):
+    # A lazy tensor is a Tensor: JAX flattens it as the same node (computing its value), so trees
+    # mixing lazy and concrete tensors match in either order, and jit takes them.
+    x = tf.constant([1.0, 2.0])
+    lazy = tf.sin(x) * 2.0
+    eager = tf.constant([0.5, 0.25])
+    assert _lazy.pending(lazy) and not _lazy.pending(eager)
+    assert jax.tree_util.tree_structure({"a": lazy}) == jax.tree_util.tree_structure({"a": eager})
+    want = np.sin([1.0, 2.0]) * 2.0 + [0.5, 0.25]
+    for a, b in ((lazy, eager), (eager, lazy)):
+        out = jax.tree_util.tree_map(lambda p, q: p + q, {"a": a}, {"a": b})
+        np.testing.assert_allclose(out["a"].numpy(), want, rtol=1e-6)
+    late = tf.cos(x) + 1.0
+    got = jax.jit(lambda t: jax.tree_util.tree_map(lambda v: v * 3.0, t))({"c": late, "d": [eager]})
+    assert type(got["c"]) is Tensor
+    np.testing.assert_allclose(got["c"].numpy(), (np.cos([1.0, 2.0]) + 1.0) * 3.0, rtol=1e-6)
+    np.testing.assert_allclose(got["d"][0].numpy(), [1.5, 0.75], rtol=1e-6)
+
+
+def test_optax_recipe_matches_eager_and_jax_grad():
+    # compat_docs/debugging.md's optax recipe: the tape's gradients (pending in lazy mode) meet
+    # optax's state (concrete tensors from opt.init) in optax's tree_maps and jitted updates.
+    optax = pytest.importorskip("optax")
+    w0, b0 = np.array([1.0, 2.0], np.float32), np.float32(0.5)
+    seen_pending = []
+
+    def run():
+        params = {"w": tf.Variable(w0), "b": tf.Variable(b0)}
+        opt = optax.adam(0.1)
+        state = opt.init(params)
+        losses = []
+        for _ in range(4):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(params["w"] ** 2) * params["b"] + params["b"] ** 2
+            grads = tape.gradient(loss, params)
+            seen_pending.append(_lazy.pending(grads["w"]))
+            updates, state = opt.update(grads, state, params)
+            tf.nest.map_structure(lambda p, u: p.assign_add(u), params, updates)
+            losses.append(loss)
+        return losses, params["w"], params["b"]
+
+    eager, lazy = assert_same(run, repeats=3, rtol=1e-5, atol=1e-6)
+    assert any(seen_pending), "the lazy run never handed optax a pending gradient"
+
+    def loss_fn(p):
+        return jnp.sum(p["w"] ** 2) * p["b"] + p["b"] ** 2
+
+    p = {"w": jnp.asarray(w0), "b": jnp.asarray(b0)}
+    opt = optax.adam(0.1)
+    s = opt.init(p)
+    for _ in range(4):
+        u, s = opt.update(jax.grad(loss_fn)(p), s, p)
+        p = optax.apply_updates(p, u)
+    for rep in lazy:
+        np.testing.assert_allclose(rep[-2], np.asarray(p["w"]), rtol=1e-5)
+        np.testing.assert_allclose(rep[-1], np.asarray(p["b"]), rtol=1e-5)
+
+
+def test_jacobian_after_a_deferred_gradient_on_a_persistent_tape():
+    # A hot gradient joins the pending program, leaving the persistent tape's recorded values
+    # pending; jacobian / batch_jacobian of the same tape then read them (they once handed JAX a
+    # pending cell: TypeError).
+    xv = np.array([0.4, 1.6, -0.7, 2.2], np.float32)
+
+    def run():
+        x = tf.constant(xv)
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(x)
+            r = tf.floor(x)
+            s = tf.reduce_sum(r * r)
+            y = tf.sin(x) * r + x * x
+            x2 = tf.reshape(x, (2, 2))
+            y2 = tf.sin(x2) * x2
+        return (t.gradient(s, r), t.gradient(s, x), t.jacobian(r, r), t.jacobian(y, x), t.batch_jacobian(y2, x2))
+
+    eager, _ = assert_same(run, repeats=6, rtol=1e-5)
+    np.testing.assert_allclose(eager[0][0], 2 * np.floor(xv))
+    assert eager[0][1] is None  # floor has no gradient
+    np.testing.assert_allclose(eager[0][2], np.eye(4))
+    np.testing.assert_allclose(eager[0][3], np.diag(np.cos(xv) * np.floor(xv) + 2 * xv), rtol=1e-5)
+    d2 = (np.cos(xv) * xv + np.sin(xv)).reshape(2, 2)
+    np.testing.assert_allclose(eager[0][4], np.stack([np.diag(d2[b]) for b in range(2)]), rtol=1e-5)
+
+
+def test_threads_read_one_lazy_tensor_at_once(lazy_mode):
+    # Several threads read the same pending tensor together: one runs the program, every one
+    # gets its value (never an AttributeError from the moment the value is being stored).
+    import threading
+
+    for k in range(30):
+        x = tf.constant([1.0, 2.0, float(k)])
+        y = tf.sin(x) * 3.0 + 1.0
+        want = np.sin([1.0, 2.0, float(k)]).astype(np.float32) * 3.0 + 1.0
+        got, errors = [], []
+        barrier = threading.Barrier(4)
+
+        def read():
+            try:
+                barrier.wait()
+                got.append(np.asarray(y._value))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and len(got) == 4
+        for g in got:
+            np.testing.assert_allclose(g, want, rtol=1e-6)

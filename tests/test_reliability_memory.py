@@ -288,16 +288,25 @@ def test_shape_changing_loop_is_bounded_by_the_replay_cache(restore_cache_size, 
     gc.collect()
     info = tf.replay_cache_info()
     total = len(shapes) * (reps + 1)
-    assert info.maxsize == 3 and info.size == 3
-    assert info.hits == 0 and info.misses == total  # LRU of 3 over a cycle of 10: always a miss
-    assert info.evictions == total - 3
-    assert len(made) == total
+    lazy = tf.config.get_execution() == "lazy"
+    assert info.maxsize == 3 and info.size == 3 and info.compiled == total
+    if lazy:
+        # Lazy mode: a step's pending program is compiled whole from its second sighting on, the
+        # replay inlined in it, so the replay cache is looked up only by the shape evaluation, the
+        # op-by-op runs and that compile's trace; still one build per miss, evictions past 3.
+        assert info.misses == len(made) and info.evictions == info.misses - 3 and info.misses >= len(shapes)
+    else:
+        assert info.hits == 0 and info.misses == total  # LRU of 3 over a cycle of 10: always a miss
+        assert info.evictions == total - 3
+        assert len(made) == total
     alive = sum(r() is not None for r in made)
     assert alive <= 3, f"{alive} compiled replays alive with a cache of 3: evicted programs leak"
     lowered1 = _live_lowerings()
     if lowered0 is not None:
-        # jax's own count of lowered/compiled programs does not grow with each evicted replay.
-        assert lowered1 <= lowered0, f"jax keeps {lowered1 - lowered0} more compiled programs"
+        # jax's own count of lowered/compiled programs does not grow with each evicted replay
+        # (lazy mode: nor beyond its own cache of whole-step programs, one per shape here).
+        bound = lowered0 + (len(shapes) if lazy else 0)
+        assert lowered1 <= bound, f"jax keeps {lowered1 - lowered0} more compiled programs"
     assert _rss_kib() - rss0 < 64 * 1024
 
 

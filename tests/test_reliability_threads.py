@@ -284,8 +284,28 @@ def restore_cache_size():
     tf.set_replay_cache_size(size)
 
 
+@pytest.fixture
+def lookups(monkeypatch):
+    """Counts the compiled-replay cache's lookups, independently of its own statistics. Eager
+    mode looks up once per gradient; lazy mode (TAPEJAX_EXECUTION=lazy) fewer: a program compiled
+    whole runs the replay inside it, looked up only by its trace."""
+    from tapejax._engine import _replay
+
+    count = [0]
+    lock = threading.Lock()
+    get = _replay._cache.get
+
+    def counting_get(key, make):
+        with lock:
+            count[0] += 1
+        return get(key, make)
+
+    monkeypatch.setattr(_replay._cache, "get", counting_get)
+    return count
+
+
 @pytest.mark.usefixtures("compile_tier")
-def test_replay_cache_concurrent_first_miss_and_hits_are_consistent(restore_cache_size):
+def test_replay_cache_concurrent_first_miss_and_hits_are_consistent(restore_cache_size, lookups):
     """8 threads race on the same new program, then hit it; the statistics add up exactly."""
     tf.replay_cache_clear()
     n_steps = 25
@@ -303,18 +323,20 @@ def test_replay_cache_concurrent_first_miss_and_hits_are_consistent(restore_cach
 
     _run_threads(work, N_THREADS)
     info = tf.replay_cache_info()
-    assert info.hits + info.misses == N_THREADS * n_steps  # every lookup counted once
+    assert info.hits + info.misses == lookups[0]  # every lookup counted once
+    assert info.compiled == N_THREADS * n_steps  # every gradient answered by the compiled tier
+    if tf.config.get_execution() != "lazy":
+        assert lookups[0] == N_THREADS * n_steps
     assert 1 <= info.misses <= N_THREADS  # only the racing first calls can miss
     assert info.size == 1
 
 
 @pytest.mark.usefixtures("compile_tier")
-def test_replay_cache_safe_while_another_thread_evicts_with_a_tiny_size(restore_cache_size):
+def test_replay_cache_safe_while_another_thread_evicts_with_a_tiny_size(restore_cache_size, lookups):
     tf.replay_cache_clear()
     tf.set_replay_cache_size(1)
     stop = threading.Event()
     n_workers, n_steps = 4, 15
-    lookups = n_workers * n_steps
 
     def evictor() -> None:
         k = 0
@@ -350,7 +372,10 @@ def test_replay_cache_safe_while_another_thread_evicts_with_a_tiny_size(restore_
     done: list = []
     _run_threads(work, n_workers + 1)
     info = tf.replay_cache_info()
-    assert info.hits + info.misses == lookups
+    assert info.hits + info.misses == lookups[0]  # every lookup counted once
+    assert info.compiled == n_workers * n_steps
+    if tf.config.get_execution() != "lazy":
+        assert lookups[0] == n_workers * n_steps
     assert info.size <= info.maxsize
     # Every program inserted is either still cached or was evicted (two threads that miss the
     # same key at once insert it once).

@@ -111,8 +111,13 @@ def test_long_hot_slices_are_segmented_with_shared_programs(tier):
         np.testing.assert_allclose(float(_euler(k, 30)), expected, rtol=1e-5)
         after = tf.replay_cache_info()
         kinds.append("i" if after.interpreted > before.interpreted else "s" if after.segmented > before.segmented else "?")
-    assert kinds == ["i", "i", "i", "s", "s", "s"]  # hot at 2, switch at hot + lag = 4
     info = tf.replay_cache_info()
+    if tf.config.get_execution() == "lazy":
+        # Lazy mode does not segment (tapejax/_engine/_tiers.py): every sighting is interpreted
+        # (the values above are checked all the same), nothing compiles.
+        assert kinds == ["i"] * 6 and (info.compiled, info.size, info.background_compiles) == (0, 0, 0)
+        return
+    assert kinds == ["i", "i", "i", "s", "s", "s"]  # hot at 2, switch at hot + lag = 4
     assert (info.compiled, info.size, info.background_compiles) == (0, 0, 1)
     assert 1 <= len(_segments._programs) <= 12  # far fewer programs than the ~15 runs
 
@@ -123,7 +128,10 @@ def test_segmented_tier_without_background_compile(tier):
     expected = float(jax.grad(_euler_jax)(2.0, 12))
     for _ in range(2):
         np.testing.assert_allclose(float(_euler(k, 12)), expected, rtol=1e-5)
-    assert tf.replay_cache_info().segmented == 2
+    info = tf.replay_cache_info()
+    # Lazy mode does not segment (tapejax/_engine/_tiers.py): interpreted instead.
+    lazy = tf.config.get_execution() == "lazy"
+    assert (info.segmented, info.interpreted) == ((0, 2) if lazy else (2, 0))
 
 
 def test_cache_clear_makes_slices_cold_again(tier):
@@ -289,13 +297,15 @@ def test_bad_tier_environment_variable_fails_at_import():
 def test_exit_during_a_background_compile_waits_instead_of_aborting():
     # XLA aborts the process ("terminate called ...") if Python shuts down while a compile
     # runs on the background thread: the program must exit cleanly, with status 0.
+    # 25 steps: a slice short enough to be compiled whole, the background compile of eager and
+    # lazy mode alike (a longer one is segmented, which lazy mode does not do).
     code = (
         "import tapejax as tf\n"
         "k = tf.Variable(2.0)\n"
         "for _ in range(2):\n"
         "    x = tf.constant([1.0, 0.0])\n"
         "    with tf.GradientTape() as t:\n"
-        "        for _ in range(60):\n"
+        "        for _ in range(25):\n"
         "            x = x + 0.01 * tf.stack([x[1], -k * x[0] - 0.1 * x[1]])\n"
         "        loss = tf.reduce_sum(x * x)\n"
         "    g = t.gradient(loss, k)\n"
@@ -306,7 +316,7 @@ def test_exit_during_a_background_compile_waits_instead_of_aborting():
     assert r.returncode == 0, r.stderr[-2000:]
     started, g = r.stdout.split()
     assert started == "1"
-    np.testing.assert_allclose(float(g), float(jax.grad(_euler_jax)(2.0, 60)), rtol=1e-5)
+    np.testing.assert_allclose(float(g), float(jax.grad(_euler_jax)(2.0, 25)), rtol=1e-5)
 
 
 @pytest.mark.parametrize("mode", ["interpret", "compile", "auto"])
@@ -390,12 +400,18 @@ def test_random_segmented_programs_agree_with_jax_grad(tier):
         v, m, s = tf.Variable(v0), tf.Variable(m0), tf.Variable(s0)
         with tf.GradientTape() as t:
             y1, y2 = run(v, m, s, tf)
-        before = tf.replay_cache_info().segmented
+        before = tf.replay_cache_info()
         got = t.gradient([y1, y2], [v, m, s], output_gradients=[tf.constant(w1), tf.ones_like(y2)],
                          unconnected_gradients="zero")
         for g, e in zip(got, expected):
             np.testing.assert_allclose(g.numpy(), np.asarray(e), rtol=5e-5, atol=1e-5, err_msg=f"case {case}")
-        assert tf.replay_cache_info().segmented == before + 1, f"case {case}"
+        after = tf.replay_cache_info()
+        if tf.config.get_execution() == "lazy":
+            # Lazy mode does not segment (tapejax/_engine/_tiers.py): a slice too long to compile
+            # whole is interpreted; the values above are still checked against jax.grad.
+            assert (after.segmented, after.interpreted) == (before.segmented, before.interpreted + 1), f"case {case}"
+        else:
+            assert after.segmented == before.segmented + 1, f"case {case}"
 
 
 def test_intermediate_sources_are_interpreted_not_segmented(tier):

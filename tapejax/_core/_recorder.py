@@ -109,17 +109,43 @@ class Tensor(_TensorLike):
     class stays independent of any op namespace.
     """
 
-    __slots__ = ("_value", "_id", "__weakref__")
+    # ``_lz``: None, or (lazy execution, ``_engine/_lazy``) the ``Pending`` cell computing this
+    # tensor's value; ``_value`` stays unset until it is read. A lazy tensor is a Tensor, not a
+    # subclass: JAX compares pytree node types exactly, and a tree of lazy tensors must match the
+    # same tree of concrete ones (optax's state against the tape's gradients).
+    __slots__ = ("_value", "_id", "_lz", "__weakref__")
 
     def __init__(self, value: Any):
         self._value = value
         self._id = _next_id()
+        self._lz: Pending | None = None
 
     @property
     def _aval(self) -> Any:
-        # Shape/dtype without forcing a value: a lazy tensor (``_engine/_lazy``)
-        # answers from its abstract value, a concrete one from its array.
-        return self._value
+        # Shape/dtype without forcing a value: a lazy tensor answers from its abstract value,
+        # a concrete one from its array.
+        lz = self._lz
+        return self._value if lz is None else lz.peek()
+
+    if not TYPE_CHECKING:  # (type checkers must not read it as "any attribute exists")
+        def __getattr__(self, name: str) -> Any:
+            # Reached only when normal lookup fails, e.g. ``_value`` of a lazy tensor whose value
+            # is not computed yet: computing it here keeps every reader of ``_value`` correct.
+            if name == "_value":
+                lz = self._lz
+                if lz is None:
+                    # Another thread computed it since this lookup failed (or it was never set:
+                    # object.__getattribute__ raises then, without coming back here).
+                    return object.__getattribute__(self, "_value")
+                v = lz.force()
+                self._value = v
+                self._lz = None
+                return v
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __getstate__(self) -> Any:
+        # copy, deepcopy and pickle: the value (a lazy tensor's computed now) and the identity.
+        return None, {"_value": self._value, "_id": self._id, "_lz": None}
 
 
 class Pending:
@@ -132,6 +158,11 @@ class Pending:
     __slots__ = ()
 
     def force(self) -> Any:
+        """The value, computed now if it is not yet."""
+        raise NotImplementedError
+
+    def peek(self) -> Any:
+        """The value if it is computed, else its abstract value (shape and dtype); runs nothing."""
         raise NotImplementedError
 
 

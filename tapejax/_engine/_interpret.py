@@ -45,6 +45,7 @@ def handle(i: int | None, v: Any) -> Any:
     t = Tensor.__new__(Tensor)
     t._value = v
     t._id = i
+    t._lz = None
     return t
 
 

@@ -2,7 +2,7 @@
 
 In lazy mode ``bind`` (through the ``_recorder.lazy_bind`` hook) does not run a
 primitive: it appends a node to the thread's pending ``Program`` and returns
-``LazyTensor`` handles whose shape and dtype are known at once (the primitive's
+lazy tensors (plain ``Tensor``s, ``LazyTensor``) whose shape and dtype are known at once (the primitive's
 abstract evaluation, ``jax.eval_shape`` cached per op signature). Recording on
 tapes is unchanged: the ``Eqn`` is appended as in eager mode, with a ``_Cell``
 standing for each input value that is not computed yet.
@@ -40,6 +40,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import config as _jconfig
+from jax._src import core as _jcore
 
 from .. import config as _config
 from .._core import _recorder
@@ -48,7 +50,7 @@ from .._core._recorder import Eqn, Pending, Primitive, Tensor, VariableBase, rea
 from . import _interpret as _interp_tier
 from . import _replay
 
-__all__ = ["LazyTensor", "set_enabled", "enabled", "flush", "stats", "MAX_PENDING", "HOT"]
+__all__ = ["LazyTensor", "pending", "set_enabled", "enabled", "flush", "stats", "MAX_PENDING", "HOT"]
 
 MAX_PENDING = 2000  # nodes; a longer program is materialized (bounded memory and compile time)
 HOT = 2  # sightings of a structure after which it is compiled whole
@@ -74,6 +76,10 @@ class _Cell(Pending):
         v = self.value
         return self.prog.value_of(self) if v is _UNSET else v
 
+    def peek(self) -> Any:
+        v = self.value
+        return self.aval if v is _UNSET else v
+
     # Metadata, so that code reading a recorded value's shape/dtype works on a pending one.
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
@@ -81,51 +87,40 @@ class _Cell(Pending):
     weak_type = property(lambda self: self.aval.weak_type)
 
 
-class LazyTensor(Tensor):
-    """A tensor whose value is computed when first needed.
+def LazyTensor(cell: _Cell) -> Tensor:  # noqa: N802  (it builds a Tensor; the name says which kind)
+    """A tensor whose value ``cell`` computes when first read.
 
-    ``_aval`` (shape, dtype) never forces; ``_value`` materializes the pending
-    program that produces it, so every eager code path stays correct.
+    It is a plain ``Tensor`` (so JAX's pytree node types, ``type(t) is Tensor`` tests and
+    printed type names are those of eager mode) whose ``_value`` slot is unset: ``_aval``
+    answers from the cell without running anything, and reading ``_value`` (``Tensor.__getattr__``)
+    materializes the program, so every eager code path stays correct.
     """
-
-    __slots__ = ("_lz",)
-
-    def __init__(self, cell: _Cell):  # noqa: D107  (no Tensor.__init__: there is no value yet)
-        self._lz = cell
-        self._id = _recorder._next_id()
-
-    @property
-    def _aval(self) -> Any:
-        c = self._lz
-        return c.aval if c.value is _UNSET else c.value
-
-    @property
-    def _value(self) -> Any:
-        c = self._lz
-        v = c.value
-        return c.prog.value_of(c) if v is _UNSET else v
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        # copy, deepcopy and pickle see a plain tensor with the same value and identity.
-        return _as_tensor, (self._value, self._id)
-
-
-# Users see a tensor: ``type(t).__name__`` is "Tensor" in both modes (printed by programs).
-LazyTensor.__name__ = LazyTensor.__qualname__ = "Tensor"
-
-
-def _as_tensor(value: Any, tid: int) -> Tensor:
-    t = Tensor(value)
-    t._id = tid
+    t = _new_tensor(Tensor)
+    t._lz = cell
+    t._id = _next_id()
     return t
+
+
+_new_tensor = Tensor.__new__
+_next_id = _recorder._next_id
+
+
+def pending(t: Any) -> bool:
+    """Is ``t`` a lazy tensor whose value is not computed yet (runs nothing)?"""
+    c: Any = t._lz if isinstance(t, Tensor) else None  # (a _Cell: lazy mode makes every cell)
+    return c is not None and c.value is _UNSET
 
 
 class Program:
     """The pending nodes of one thread, with the structure key built as they arrive."""
 
-    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars", "error")
+    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars", "error", "x64")
 
-    def __init__(self) -> None:
+    def __init__(self, x64: bool = False) -> None:
+        # The ``jax_enable_x64`` state its ops were called under (a ``jax.enable_x64`` block): an
+        # op's result dtypes depend on it (a Python float is float64 under it), so a program holds
+        # ops of one state only and runs under it, wherever it is forced.
+        self.x64 = x64
         # Equal Python constants (``y * 1.5`` in a loop) share one input: each input is a
         # jit argument converted on every call. (type, repr) keeps 1, 1.0, True and -0.0 apart.
         self.scalars: dict = {}
@@ -146,10 +141,25 @@ class Program:
             if getattr(_tls, "prog", None) is self:
                 _tls.prog = None
             try:
-                _execute(self)
+                if _X64.value is not self.x64:
+                    with jax.enable_x64(self.x64):
+                        self._run_now()
+                else:
+                    self._run_now()
             except BaseException as e:
                 self.error = e
                 raise
+
+    def _run_now(self) -> None:
+        if type(_jcore.trace_ctx.trace) is _jcore.EvalTrace:
+            _execute(self)
+        else:
+            # Forced while JAX traces (a tapejax.function step reads a variable assigned
+            # lazily before the trace): the program holds only concrete values and its
+            # results outlive the trace, so it runs now, outside it (else its cells
+            # would keep the trace's tracers: UnexpectedTracerError at the next read).
+            with jax.ensure_compile_time_eval():
+                _execute(self)
 
     def value_of(self, c: _Cell) -> Any:
         """``c``'s value, running the program if needed; the program's error if it failed."""
@@ -169,6 +179,7 @@ class _TLS(threading.local):
 
 
 _tls = _TLS()
+_X64 = _jconfig.enable_x64  # ``.value``: the flag in effect here (global setting or a jax.enable_x64 block)
 _enabled = False
 # Lazy handles can outlive the mode (a tape recorded lazily, read after set_execution("eager")):
 # until the mode was ever on, there is nothing to resolve and no record needs scanning.
@@ -255,8 +266,11 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         return NotImplemented
     fparams = tuple(sorted(params.items())) if params else ()
     prog = _tls.prog
-    if prog is None or prog.done:  # done: another thread ran it (it read one of its values)
-        prog = _tls.prog = Program()
+    x64 = _X64.value
+    if prog is None or prog.done or prog.x64 is not x64:  # done: another thread ran it (it read one of its values)
+        if prog is not None and not prog.done:
+            prog.run()  # its ops ran under the other x64 state: they run now, as eager mode ran them
+        prog = _tls.prog = Program(x64)
     slots = []
     avals = []
     ids = []
@@ -267,19 +281,19 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     n_in = len(prog.inputs)
     for a in args:
         ta = type(a)
-        if ta is LazyTensor or ta is _Cell:
-            c = a._lz if ta is LazyTensor else a
+        c = a._lz if ta is Tensor else a if ta is _Cell else None
+        if c is not None:
             if c.value is _UNSET and c.prog is not prog:
                 c.prog.value_of(c)  # another thread's program: run it (its error, if it failed)
             if c.value is _UNSET:
                 slots.append(~c.slot)
                 avals.append(c.key)
-                ids.append(a._id if ta is LazyTensor else None)
+                ids.append(a._id if ta is Tensor else None)
                 vals.append(c)
                 has_cell = True
                 continue
             v = c.value
-            i = a._id if ta is LazyTensor else None
+            i = a._id if ta is Tensor else None
         elif isinstance(a, Tensor):
             v = a._value
             i = a._id
@@ -327,7 +341,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     avals_t = tuple(avals)
     slots_t = tuple(slots)
     # One lookup on the hot path: (signature, wiring) -> (out avals, out keys, inexact flags, node id).
-    nk = (prim, fparams, avals_t, slots_t)
+    nk = (prim, fparams, avals_t, slots_t, x64)
     try:
         node = _node_ids.get(nk)
     except TypeError:  # an unhashable static parameter: run it eagerly
@@ -380,7 +394,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
 
 
 def _new_node(prim: Primitive, params: dict, fparams: tuple, avals: list, vals: list, nk: tuple) -> Any:
-    skey = (prim, fparams, tuple(avals))
+    skey = (prim, fparams, tuple(avals), nk[-1])  # nk[-1]: the x64 state (a Python scalar's dtype)
     info: Any = _shape_cache.get(skey)
     if info is None:
         try:
@@ -501,8 +515,8 @@ def update(var: VariableBase, op: str, v: Any) -> Any:
 
 def peek(t: Any) -> Any:
     """``t``'s value, or its pending cell (lazy mode), without running anything."""
-    if type(t) is LazyTensor:
-        c = t._lz
+    c: Any = t._lz if isinstance(t, Tensor) else None  # (a _Cell: lazy mode makes every cell)
+    if c is not None:
         return c if c.value is _UNSET else c.value
     return t._value
 
@@ -546,6 +560,7 @@ def deferred_transform(sl: Any, key_extra: tuple, transform: str, extra: list, e
     return tuple(out)
 
 
+_replay.pending_hooks.append(flush)
 _config._execution_listeners.append(lambda mode: set_enabled(mode == "lazy"))
 if _config.get_execution() == "lazy":
     set_enabled(True)

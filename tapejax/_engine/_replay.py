@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core._kinds import INEXACT as _INEXACT
-from .._core._recorder import Eqn, Primitive, Tensor, record, state
+from .._core._recorder import Eqn, Pending, Primitive, Tensor, record, state
 
 __all__ = ["Slice", "build_slice", "run_transform", "cache_info", "cache_clear", "set_cache_size", "set_compile"]
 
@@ -125,8 +125,15 @@ def cache_info() -> CacheInfo:
                          tier_counts["segmented"])
 
 
+# Run first by ``cache_clear``: work still pending (lazy mode's programs, ``_lazy``) belongs to
+# before the clear; run later, it would refill the cache and the statistics after it.
+pending_hooks: list[Callable[[], None]] = []
+
+
 def cache_clear() -> None:
     """Drop every compiled replay and reset the statistics (tier sightings included)."""
+    for hook in pending_hooks:
+        hook()
     with _cache.lock:
         _cache.data.clear()
         _cache.hits = _cache.misses = _cache.evictions = 0
@@ -177,6 +184,17 @@ def _aval(v: Any) -> Any:
         return (v.shape, v.dtype, v.weak_type)
     if isinstance(v, np.ndarray | np.generic):
         return (v.shape, v.dtype)
+    if type(v) in _PY_SCALARS:
+        # A Python scalar as jit sees it (2.0: a weak float32[], float64[] under x64): the same
+        # key as that weak array, which it becomes inside a compiled caller (a lazy program run
+        # whole calls the replay with it), and a different one under x64.
+        a = jax.typeof(v)
+        return (a.shape, a.dtype, a.weak_type)
+    if isinstance(v, Pending):
+        # Lazy mode: a recorded value not computed yet, keyed as the array it will be (a tier's
+        # sightings and a background compile then share the key of the run that computes it).
+        a = v.peek()
+        return (a.shape, a.dtype, a.weak_type)
     return type(v)
 
 
@@ -599,7 +617,7 @@ def precompile(sl: Slice, key_extra: tuple, transform: str, extra: Sequence[Any]
     avals = tuple(_aval(v) for v in vals)
     try:
         # jit's own view of each argument (a Python float is a weak float32[]).
-        types = [jax.typeof(v) for v in vals]
+        types = [v.peek() if isinstance(v, Pending) else jax.typeof(v) for v in vals]
     except TypeError:
         return None
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in types]

@@ -32,7 +32,7 @@ import numpy as np
 
 from .._core import _recorder as _core
 from .._core._recorder import Primitive, Tensor, VariableBase, bind
-from .._engine import _interpret, _replay
+from .._engine import _interpret, _lazy, _replay
 from .._engine._replay import _diff_primals, _forward_fn, _is_complex
 from .._engine._replay import sum_groups as _sum_groups
 from .._ops._tensor import TensorShape, convert_to_tensor
@@ -300,6 +300,7 @@ def jacobian(
     _check_tensors(flat_sources, "sources")
     _trace_grad_fns(tape, target)
     sl, _ = g._cut(tape, [target], flat_sources)
+    _lazy.resolve_slice(sl, [])  # lazy mode: the recorded values a gradient left pending (persistent tape)
     # TF differentiates reshape(target), recorded only if this tape watches the
     # target: an unwatched target is unconnected even to itself (gradient(x, x)
     # would give ones, jacobian(x, x) gives None).
@@ -385,6 +386,7 @@ def batch_jacobian(
     chunk = _chunk(parallel_iterations, pfor, "batch_jacobian", g)
     _trace_grad_fns(tape, target)
     sl, _ = g._cut(tape, [target], [source])
+    _lazy.resolve_slice(sl, [])  # lazy mode: the recorded values a gradient left pending (persistent tape)
     connected = sl.connected[0] and target._id in tape.watched
     res = None
     if connected and _interpret.watched_outside(sl, ()):
