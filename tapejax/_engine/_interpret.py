@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 

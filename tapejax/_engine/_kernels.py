@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.core
 
 from .. import config as _config
 

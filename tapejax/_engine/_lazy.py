@@ -38,6 +38,7 @@ import weakref
 from typing import Any
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax._src import config as _jconfig
@@ -465,7 +466,7 @@ def _execute(prog: Program) -> None:
                 _programs.popitem(last=False)
     else:
         _programs.move_to_end(key)
-    if type(entry) is int or entry is None:
+    if isinstance(entry, int) or entry is None:
         _stats["runs_interpreted"] += 1
         env = _interpret(prog.nodes, prog.inputs)
         outs = [env[k] for k in live]
