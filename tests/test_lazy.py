@@ -535,3 +535,35 @@ def test_threads_read_one_lazy_tensor_at_once(lazy_mode):
         assert not errors and len(got) == 4
         for g in got:
             np.testing.assert_allclose(g, want, rtol=1e-6)
+
+
+def test_a_repeated_step_is_one_program_run(lazy_mode):
+    # Nothing in the op layer reads a lazy tensor's value mid-step (an eager fast path that
+    # did, the numeric test of add/sub/mul/..., ran the program after every op: 26 runs a step).
+    x = tf.constant(0.5)
+    c = tf.constant(0.25)
+
+    def step():
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = x
+            for _ in range(6):
+                y = tf.tanh(tf.sin(y) * 1.5 + 0.1) - c * y
+                y = y / 2.0 + y * c
+        return float(t.gradient(y, x))
+
+    def jax_f(v):
+        y = v
+        for _ in range(6):
+            y = jnp.tanh(jnp.sin(y) * 1.5 + 0.1) - 0.25 * y
+            y = y / 2.0 + y * 0.25
+        return y
+
+    for _ in range(12):  # past the replay tiers' switch: the gradient joins the step's program
+        step()
+    before = _lazy.stats()
+    got = [step() for _ in range(5)]
+    after = _lazy.stats()
+    runs = sum(after[k] - before[k] for k in ("runs_interpreted", "runs_compiled"))
+    assert runs == 5 and after["runs_compiled"] - before["runs_compiled"] == 5
+    np.testing.assert_allclose(got, [float(jax.grad(jax_f)(0.5))] * 5, rtol=1e-5)

@@ -244,10 +244,11 @@ def _wrap_binary(name: str, string_fn: Callable, otype: Any) -> None:
     strings_op = _host_op()(strings_op)
 
     def op(x: Any, y: Any, name: str | None = None) -> Tensor:
-        # A concrete JAX array is never a string (strings live in NumPy object arrays): the
+        # A concrete JAX array is never a string (strings live in NumPy object arrays), nor is a
+        # lazy tensor (``_lz`` set; its ``_value`` is not read: that would run its program): the
         # numeric case goes straight through, without the operand tests.
-        if type(x) is Tensor and type(x._value) is _Array and (
-                type(y) in _NUMBERS or (type(y) is Tensor and type(y._value) is _Array)):
+        if type(x) is Tensor and (x._lz is not None or type(x._value) is _Array) and (
+                type(y) in _NUMBERS or (type(y) is Tensor and (y._lz is not None or type(y._value) is _Array))):
             return numeric(x, y)
         if _is_str_operand(x) or _is_str_operand(y):
             return strings_op(x, y)
