@@ -567,3 +567,33 @@ def test_a_repeated_step_is_one_program_run(lazy_mode):
     runs = sum(after[k] - before[k] for k in ("runs_interpreted", "runs_compiled"))
     assert runs == 5 and after["runs_compiled"] - before["runs_compiled"] == 5
     np.testing.assert_allclose(got, [float(jax.grad(jax_f)(0.5))] * 5, rtol=1e-5)
+
+
+def test_a_loop_that_reads_nothing_settles_on_one_program(lazy_mode, monkeypatch):
+    # One deferred gradient per program: a training loop that never reads a value runs programs
+    # cut at the same point every step (gradient, updates, next forward), so a few structures
+    # cover every step (cut only by MAX_PENDING, each offset was a new structure and compile).
+    rng = np.random.default_rng(5)
+    xs = rng.normal(size=(8, 3)).astype(np.float32)
+    ys = rng.normal(size=(8, 1)).astype(np.float32)
+
+    def run(n):
+        w, b = tf.Variable(np.zeros((3, 1), np.float32)), tf.Variable(np.zeros((1,), np.float32))
+        for _ in range(n):
+            with tf.GradientTape() as t:
+                loss = tf.reduce_mean((tf.matmul(tf.constant(xs), w) + b - tf.constant(ys)) ** 2)
+            gw, gb = t.gradient(loss, [w, b])
+            w.assign_sub(0.05 * gw)
+            b.assign_sub(0.05 * gb)
+        return w, b
+
+    monkeypatch.setattr(_lazy, "MAX_PENDING", 97)  # prime: cuts by size land at every offset
+    run(30)  # past the replay tiers' switch
+    before = set(_lazy._programs)
+    w, b = run(400)
+    new = set(_lazy._programs) - before
+    assert len(new) <= 4, f"{len(new)} program structures for one repeated step"
+    config.set_execution("eager")
+    we, be = run(430 - 30)
+    np.testing.assert_allclose(w.numpy(), we.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b.numpy(), be.numpy(), rtol=1e-5, atol=1e-6)

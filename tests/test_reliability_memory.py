@@ -204,6 +204,10 @@ def test_eager_training_steps_keep_memory_flat(n_steps):
     for _ in range(2_000):
         step()
         ref_step()
+    # Each measurement is taken with no work pending: reading a variable runs what lazy mode
+    # (TAPEJAX_EXECUTION=lazy) still holds, a program of up to _lazy.MAX_PENDING ops, bounded by
+    # design (eager mode: a plain read).
+    w.numpy()
     gc.collect()
     objs0 = len(gc.get_objects())
     tracemalloc.start()
@@ -213,7 +217,9 @@ def test_eager_training_steps_keep_memory_flat(n_steps):
         for k in range(n_steps):
             step()
             if k == n_steps // 2:
+                w.numpy()
                 tm_half = tracemalloc.get_traced_memory()[0]
+        w.numpy()
         gc.collect()
         tm_growth = tracemalloc.get_traced_memory()[0] - tm0
         tm_growth_second_half = tracemalloc.get_traced_memory()[0] - tm_half

@@ -115,13 +115,14 @@ def pending(t: Any) -> bool:
 class Program:
     """The pending nodes of one thread, with the structure key built as they arrive."""
 
-    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars", "error", "x64")
+    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars", "error", "x64", "grads")
 
     def __init__(self, x64: bool = False) -> None:
         # The ``jax_enable_x64`` state its ops were called under (a ``jax.enable_x64`` block): an
         # op's result dtypes depend on it (a Python float is float64 under it), so a program holds
         # ops of one state only and runs under it, wherever it is forced.
         self.x64 = x64
+        self.grads = 0  # deferred gradients in it (see ``deferred_transform``)
         # Equal Python constants (``y * 1.5`` in a loop) share one input: each input is a
         # jit argument converted on every call. (type, repr) keeps 1, 1.0, True and -0.0 apart.
         self.scalars: dict = {}
@@ -280,6 +281,12 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     new_scalars: dict = {}
     has_cell = False
     n_in = len(prog.inputs)
+    # The wiring as the node's key sees it, independent of where the node sits in the program
+    # (so a loop's repeated ops are the same nodes at any offset, and the node table stops
+    # growing): a pending input by its distance back, a Python scalar by its value, a new array
+    # input as None. Absolute slots follow from the sequence of keys: equal keys, equal wiring.
+    nc = len(prog.cells)
+    wires = []
     for a in args:
         ta = type(a)
         c = a._lz if ta is Tensor else a if ta is _Cell else None
@@ -288,6 +295,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                 c.prog.value_of(c)  # another thread's program: run it (its error, if it failed)
             if c.value is _UNSET:
                 slots.append(~c.slot)
+                wires.append(nc - c.slot)
                 avals.append(c.key)
                 ids.append(a._id if ta is Tensor else None)
                 vals.append(c)
@@ -306,6 +314,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                 if st.recording:
                     read_variable(a, lt)
                 slots.append(~raw.slot)
+                wires.append(nc - raw.slot)
                 avals.append(raw.key)
                 ids.append(lt._id)
                 vals.append(raw)
@@ -333,8 +342,10 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                 k = new_scalars[sk] = n_in + len(new_inputs)
                 new_inputs.append(v)
             slots.append(k)
+            wires.append(sk)
         else:
             slots.append(n_in + len(new_inputs))
+            wires.append(None)
             new_inputs.append(v)
         avals.append(av)
         ids.append(i)
@@ -342,7 +353,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     avals_t = tuple(avals)
     slots_t = tuple(slots)
     # One lookup on the hot path: (signature, wiring) -> (out avals, out keys, inexact flags, node id).
-    nk = (prim, fparams, avals_t, slots_t, x64)
+    nk = (prim, fparams, avals_t, tuple(wires), x64)
     try:
         node = _node_ids.get(nk)
     except TypeError:  # an unhashable static parameter: run it eagerly
@@ -556,8 +567,19 @@ def can_defer_gradient(sl: Any, extra_ids: Any) -> bool:
 
 def deferred_transform(sl: Any, key_extra: tuple, transform: str, extra: list, extra_ids: list) -> tuple:
     """``_replay.run_transform`` as a pending node (nothing records it: ``can_defer_gradient``)."""
+    p = _tls.prog
+    if p is not None and not p.done and p.grads:
+        # One deferred gradient per program: a training loop's programs then start at the same
+        # point every step (a step's gradient, its updates, the next forward) and are one
+        # structure, compiled once. Cut only by MAX_PENDING, a loop that reads nothing got
+        # programs at shifting offsets: a new structure, and a compile, at each offset (memory
+        # grew for thousands of steps).
+        p.run()
     vals, _ids, params = _replay._prepare(sl, key_extra, transform, extra, extra_ids)
     out = _recorder.bind(_replay.REPLAY, *vals, **params)
+    p = _tls.prog
+    if p is not None:
+        p.grads += 1
     return tuple(out)
 
 
