@@ -443,10 +443,12 @@ def test_lazy_tensors_are_the_pytree_node_of_eager_tensors(lazy_mode):
     np.testing.assert_allclose(got["d"][0].numpy(), [1.5, 0.75], rtol=1e-6)
 
 
-def test_optax_recipe_matches_eager_and_jax_grad():
+def test_optax_recipe_matches_eager_and_jax_grad(monkeypatch):
     # compat_docs/debugging.md's optax recipe: the tape's gradients (pending in lazy mode) meet
     # optax's state (concrete tensors from opt.init) in optax's tree_maps and jitted updates.
     optax = pytest.importorskip("optax")
+    # The default tier policy (CI also forces one tier): a hot gradient joins the pending program.
+    monkeypatch.setattr(config, "replay_tier", "auto")
     w0, b0 = np.array([1.0, 2.0], np.float32), np.float32(0.5)
     seen_pending = []
 
@@ -537,7 +539,8 @@ def test_threads_read_one_lazy_tensor_at_once(lazy_mode):
             np.testing.assert_allclose(g, want, rtol=1e-6)
 
 
-def test_a_repeated_step_is_one_program_run(lazy_mode):
+def test_a_repeated_step_is_one_program_run(lazy_mode, monkeypatch):
+    monkeypatch.setattr(config, "replay_tier", "auto")  # the default policy (CI also forces one tier)
     # Nothing in the op layer reads a lazy tensor's value mid-step (an eager fast path that
     # did, the numeric test of add/sub/mul/..., ran the program after every op: 26 runs a step).
     x = tf.constant(0.5)
