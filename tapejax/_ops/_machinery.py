@@ -69,13 +69,9 @@ def prim(name: str, impl: Callable, differentiable: bool = True, multiple_result
     that. Inside a replay (already traced) the nested program is simply inlined. Use
     ``jit=False`` for an impl with Python side effects.
     """
-    p = Primitive(name, _compiled_impl(impl) if jit else impl, differentiable, multiple_results, recorded)
+    p = Primitive(name, _kernels.kernel(impl) if jit else impl, differentiable, multiple_results, recorded)
     PRIMS[name] = p
     return p
-
-
-def _compiled_impl(impl: Callable) -> Callable:
-    return _kernels.kernel(impl)
 
 
 def _jax_name(impl: Any) -> str:
