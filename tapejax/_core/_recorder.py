@@ -246,9 +246,15 @@ class Primitive:
     ``eager_vjp(eqn, cotangents) -> input cotangents`` (optional, defined by a
     subclass) lets an op run its own backward eagerly on Tensors (a
     custom_gradient's Python grad_fn); the interpreted backward pass calls it.
+
+    ``vjp_values(in_vals, ct, act, params) -> list | None`` (optional, set by the op
+    library's table of gradient functions) computes the cotangents of the inputs in
+    ``act`` from the one output's cotangent ``ct``, on arrays, by calling other
+    primitives' kernels, as TF's gradient functions do (Mul's ``grad * y``). It returns
+    None where it does not apply (broadcasting, say); the generic pullback runs then.
     """
 
-    __slots__ = ("name", "impl", "differentiable", "multiple_results", "recorded")
+    __slots__ = ("name", "impl", "differentiable", "multiple_results", "recorded", "vjp_values")
 
     def __init__(
         self,
@@ -263,6 +269,7 @@ class Primitive:
         self.differentiable = differentiable
         self.multiple_results = multiple_results
         self.recorded = recorded
+        self.vjp_values: Callable[[tuple, Any, tuple, dict], list | None] | None = None
 
     def __repr__(self) -> str:
         return self.name

@@ -29,6 +29,7 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
+from .. import config as _config
 from .._core._kinds import INEXACT
 from .._core._recorder import Primitive, Tensor, bind, state
 from .._core._recorder import notify_accumulators as _notify
@@ -263,17 +264,10 @@ def _jvp_impl(*vals: Any, op: Primitive, params: tuple, n_in: int, tmask: tuple,
 # watched, so they can be differentiated again (any order, any nesting).
 VJP = Primitive("vjp", _vjp_impl, multiple_results=True)
 JVP = Primitive("jvp", _jvp_impl, multiple_results=True)
-def _add_impl(a: Any, b: Any) -> Any:
-    # Cotangents of one tensor share its dtype: lax.add skips jnp's promotion
-    # machinery, a measurable part of a long interpreted backward pass.
-    if getattr(a, "dtype", None) == getattr(b, "dtype", 0) and jnp.shape(a) == jnp.shape(b):
-        return jax.lax.add(a, b)
-    return jnp.add(a, b)
-
-
-# Compiled as small kernels (``_kernels``): eager jnp calls would each compile with XLA's
-# full pipeline on a new tape's first gradient.
-ADD = Primitive("add_any", _kernels.jit(_add_impl))
+# Cotangent sums: ``jnp.add`` as the op library's ``add`` compiles it (one kernel object per
+# function, and jit's compile cache is keyed by the function), so a backward pass adding
+# cotangents of the shapes the forward pass added compiles nothing new.
+ADD = Primitive("add_any", _kernels.kernel(jnp.add))
 CONJ = Primitive("conj", _kernels.jit(jnp.conj))
 
 
@@ -299,6 +293,19 @@ def _watched(vals: Sequence[Any]) -> bool:
     for acc in state.accumulators:
         t = acc.tangents
         if any(i in t for i in ids):
+            return True
+    return False
+
+
+def _watched_ids(ids: Sequence[Any], extra: int) -> bool:
+    # ``_watched`` over tensor ids (``None`` for constants), without building handles.
+    for tape in state.recording:
+        w = tape.watched
+        if extra in w or any(i in w for i in ids if i is not None):
+            return True
+    for acc in state.accumulators:
+        t = acc.tangents
+        if extra in t or any(i in t for i in ids if i is not None):
             return True
     return False
 
@@ -524,6 +531,15 @@ def gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tupl
     return _atomic(lambda: _gradient(sl, targets, given))
 
 
+def _ones(v: Any) -> Any:
+    # A small seed is made on the host and transferred (to the default device,
+    # uncommitted, as jnp.ones's would be): no program to compile on a new tape's first
+    # gradient (jnp.ones and jnp.asarray each compile one per new shape).
+    if isinstance(v, jax.core.Tracer) or v.size > max(0, _config.kernel_fast_compile_elements):
+        return jnp.ones(v.shape, v.dtype)
+    return jax.device_put(np.ones(v.shape, v.dtype))
+
+
 def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: Any = None) -> tuple:
     """Per connected source group of ``sl``, its gradient, computed op by op.
 
@@ -541,7 +557,7 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
         if batched:
             seed = Tensor(jnp.asarray(rows, v.dtype))
         elif g is None:
-            seed = Tensor(jnp.ones(v.shape, v.dtype))
+            seed = Tensor(_ones(v))
         else:
             seed = bind(SEED, g, shape=tuple(v.shape), dtype=np.dtype(v.dtype))
         ct[t._id] = _add(ct.get(t._id), seed)
@@ -570,6 +586,20 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
             if not act:
                 continue
             ctmask = tuple(k for k, o in enumerate(outs) if o in ct)
+            values_rule = e.prim.vjp_values
+            if values_rule is not None and not batched and len(outs) == 1:
+                # No tape or accumulator watches this backward op: the op library's
+                # gradient function on arrays (TF's, e.g. Mul's ``grad * y``) reuses the
+                # kernels the forward pass compiled, where the generic pullback would
+                # compile a program of its own on a new tape.
+                c0 = ct[outs[0]]
+                if not _watched_ids(e.in_ids, c0._id):
+                    r = values_rule(e.in_vals, c0._value, act, e.params)
+                    if r is not None:
+                        for j, c in zip(act, r):
+                            i = e.in_ids[j]
+                            ct[i] = _add(ct.get(i), Tensor(c))
+                        continue
             inputs = [handle(i, v) for i, v in zip(e.in_ids, e.in_vals)]
             cts_in = [ct[outs[k]] for k in ctmask]
             if len(act) > 1 and _watched(inputs + cts_in):

@@ -10,7 +10,9 @@ Bottom to top (a module imports only modules listed before it):
   elementwise ops and the reductions.
 * the families, which only use the machinery: ``math``, ``array``, ``linalg``,
   ``random``, ``nn``, ``debugging``;
-* ``operators``: sets ``+``, ``@``, ``[]``, ``==``, ... on Tensor and Variable.
+* ``operators``: sets ``+``, ``@``, ``[]``, ``==``, ... on Tensor and Variable;
+* ``_gradfns``: TF's gradient functions of the linear ops on arrays, for the
+  interpreted tier (they reuse the forward pass's compiled kernels).
 
 Importing this package imports every family, so the tables are complete.
 """
@@ -20,3 +22,4 @@ from __future__ import annotations
 from . import _machinery  # noqa: F401
 from . import math, array, linalg, nn, debugging, image, strings  # noqa: F401  (register into the tables, in this order)
 from . import operators, random  # noqa: F401  (operators: last, it reads the complete table)
+from . import _gradfns  # noqa: F401  (attaches its rules to the registered primitives)

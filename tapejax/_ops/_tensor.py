@@ -450,6 +450,14 @@ def _to_array(value: Any, dtype: DType | None) -> jax.Array:
     return _to_array_uncached(value, dtype)
 
 
+def _put(a: np.ndarray) -> jax.Array:
+    # ``a`` is a fresh copy nothing else holds, so the transfer may alias it. jnp.asarray
+    # would compile (and run) a copy program per new shape (JAX 0.10's "stage"): about
+    # 10 ms for every constant of a new shape in a new program; a transfer compiles
+    # nothing. It goes to the default device, uncommitted, as jnp.asarray's would.
+    return jax.device_put(a)
+
+
 def _to_array_uncached(value: Any, dtype: DType | None) -> jax.Array:
     if dtype is not None and dtype._np == np.dtype(object):
         if isinstance(value, jax.Array):
@@ -476,14 +484,14 @@ def _to_array_uncached(value: Any, dtype: DType | None) -> jax.Array:
         check_width(src, "Converting a value of dtype")
         if isinstance(value, jax.Array):
             return value
-        return jnp.asarray(np.asarray(value).astype(src, copy=False))
+        return _put(np.array(value, dtype=src))
     dst = dtype._np
     check_width(dst, "Requested dtype")
     if not isinstance(value, jax.Array):
         _check_cast(value, src, dst)
         # TF turns an out-of-range number into inf (float16 1e6) without a warning.
         with np.errstate(over="ignore"):
-            return jnp.asarray(np.asarray(value).astype(dst) if src != dst else np.asarray(value, dtype=dst))
+            return _put(np.array(value, dtype=dst))
     if src != dst:
         raise ValueError(
             f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype {from_np(src).name}. "
