@@ -1,7 +1,7 @@
 """TF's gradient functions of the linear ops on arrays (tapejax/_ops/_gradfns.py).
 
 The interpreted tier computes the cotangents of add, subtract, multiply, divide,
-negative, identity and stack with the ops' own kernels (TF's MulGrad is ``grad * y``)
+negative, identity, add_n, stack, transpose and reshape with the ops' own kernels (TF's MulGrad is ``grad * y``)
 where no tape watches the backward pass, so a new tape's first gradient reuses the
 programs its forward pass compiled. Each rule must give what ``jax.vjp`` of the op
 gives (or decline), and a whole gradient must not change with the rules on or off.
@@ -80,6 +80,18 @@ def test_each_rule_gives_jax_vjp_or_declines():
         if name in ("negative", "identity"):
             vals = (_operand(rng, _SHAPES[int(rng.integers(4))], dtype, weak=rng.random() < 0.2),)
             params = {}
+        elif name == "add_n":
+            shape = _SHAPES[int(rng.integers(4))]
+            vals = tuple(_operand(rng, shape, dtype) for _ in range(int(rng.integers(1, 4))))
+            params = {}
+        elif name == "transpose":
+            shape = [(2, 3), (2, 3, 4), (5,)][int(rng.integers(3))]
+            vals = (_operand(rng, shape, dtype),)
+            perm = None if rng.random() < 0.2 else tuple(int(i) for i in rng.permutation(len(shape)))
+            params = {"perm": perm, "conj": bool(rng.random() < 0.5)}
+        elif name == "reshape":
+            vals = (_operand(rng, (2, 6), dtype, weak=rng.random() < 0.1),)
+            params = {"shape": [(3, 4), (12,), (-1, 2), (2, 2, 3)][int(rng.integers(4))]}
         elif name == "stack":
             shape = _SHAPES[int(rng.integers(3))]
             n = int(rng.integers(1, 4))

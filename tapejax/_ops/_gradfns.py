@@ -75,6 +75,25 @@ def _identity(vals: tuple, ct: Any, act: tuple, params: dict) -> list | None:
     return [ct] if _like(ct, vals[0]) else None
 
 
+def _transpose(vals: tuple, ct: Any, act: tuple, params: dict) -> list | None:
+    # TransposeGrad: the inverse permutation (a matrix transpose is its own inverse, so a
+    # program that transposed forward has the kernel); conj's cotangent is conj'd too.
+    x = vals[0]
+    if getattr(x, "dtype", None) != ct.dtype or getattr(x, "weak_type", False) != getattr(ct, "weak_type", False):
+        return None
+    perm = params["perm"]
+    inv = None if perm is None else tuple(sorted(range(len(perm)), key=lambda i: perm[i]))
+    return [PRIMS["transpose"].impl(ct, perm=inv, conj=params["conj"])]
+
+
+def _reshape(vals: tuple, ct: Any, act: tuple, params: dict) -> list | None:
+    # ReshapeGrad: back to the input's shape.
+    x = vals[0]
+    if getattr(x, "dtype", None) != ct.dtype or getattr(x, "weak_type", False) != getattr(ct, "weak_type", False):
+        return None
+    return [PRIMS["reshape"].impl(ct, shape=tuple(x.shape))]
+
+
 def _stack(vals: tuple, ct: Any, act: tuple, params: dict) -> list | None:
     # PackGrad (unstack): each input's cotangent is ct indexed along the axis, by the
     # getitem kernel that ``x[i]`` compiles (the index is a traced argument there).
@@ -93,12 +112,15 @@ def _stack(vals: tuple, ct: Any, act: tuple, params: dict) -> list | None:
 
 RULES: dict[str, Callable[[tuple, Any, tuple, dict], list | None]] = {
     "add": _add,
+    "add_n": _add,
     "subtract": _subtract,
     "multiply": _multiply,
     "divide": _divide,
     "negative": _negative,
     "identity": _identity,
     "stack": _stack,
+    "transpose": _transpose,
+    "reshape": _reshape,
 }
 
 for _name, _rule in RULES.items():
