@@ -64,14 +64,17 @@ _SCALARS = (float, int, bool, complex)
 class _Cell(Pending):
     """One pending value: its abstract value now, its array after materialization."""
 
-    __slots__ = ("aval", "key", "value", "prog", "slot")
+    __slots__ = ("aval", "key", "value", "prog", "slot", "aid")
 
-    def __init__(self, aval: Any, key: tuple, prog: Program, slot: int):
+    def __init__(self, aval: Any, key: tuple, prog: Program, slot: int, aid: int = -1):
         self.aval = aval
         self.key = key  # (shape, dtype, weak_type): hashes much faster than a ShapeDtypeStruct
         self.value = _UNSET
         self.prog = prog
         self.slot = slot
+        # ``key`` interned as a small int (``_aval_id``): the fast path's node keys hash ints,
+        # not a shape tuple and a NumPy dtype per input.
+        self.aid = aid
 
     def force(self) -> Any:
         v = self.value
@@ -261,7 +264,137 @@ def _spec(a: Any, v: Any) -> Any:
     return jax.ShapeDtypeStruct(a[0], a[1], weak_type=a[2])
 
 
+def _aval_id(key: tuple) -> int:
+    i = _aval_ids.get(key)
+    if i is None:
+        i = _aval_ids[key] = len(_aval_ids)
+    return i
+
+
+_aval_ids: dict = {}
+# Fast path's node table: (prim, frozen params, x64, wiring...) -> node (see ``_new_node``)
+_fast_nodes: dict = {}
+
+
 def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
+    """The per-op hook: defer ``prim`` on ``args``, or NotImplemented (run it eagerly).
+
+    The fast path covers the ops of a running program: every input a value pending in this
+    thread's program or a Python scalar. Its node key is one flat tuple of small ints and
+    scalar keys (a pending input: its distance back and interned aval; a scalar: its type and
+    value), looked up in one dict; everything else (a concrete array, a variable, a new
+    program, an unknown node) takes ``_lazy_bind_general``, which builds the same nodes.
+    """
+    st = state
+    if st.tracing or st.bound is not None or st.accumulators:
+        _stats["fallback"] += 1
+        return NotImplemented
+    prog = _tls.prog
+    if prog is None or prog.done or prog.x64 is not _X64.value or not _pure.get(prim, False):
+        return _lazy_bind_general(prim, args, params)
+    cells = prog.cells
+    nc = len(cells)
+    key = [prim, tuple(sorted(params.items())) if params else (), prog.x64]
+    slots = []
+    scalars = prog.scalars
+    new_sc = None
+    for a in args:
+        ta = type(a)
+        if ta is Tensor:
+            c = a._lz
+            if c is None or c.prog is not prog or c.value is not _UNSET:
+                return _lazy_bind_general(prim, args, params)
+            s = c.slot
+            key.append(nc - s)
+            key.append(c.aid)
+            slots.append(~s)
+        elif ta is float or ta is int:
+            # (type, value) keeps 1 and 1.0 apart; repr for 0 (-0.0 vs 0.0) and NaN (unequal to itself).
+            sk = (ta, a) if a and a == a else (ta, repr(a))
+            k = scalars.get(sk)
+            if k is None:
+                if new_sc is None:
+                    new_sc = {}
+                k = new_sc.get(sk)
+                if k is None:
+                    k = new_sc[sk] = len(prog.inputs) + len(new_sc)
+            key.append(sk)
+            slots.append(k)
+        else:
+            return _lazy_bind_general(prim, args, params)
+    try:
+        node = _fast_nodes.get(tuple(key))
+    except TypeError:  # an unhashable static parameter: run it eagerly
+        _stats["fallback"] += 1
+        return NotImplemented
+    if node is None:
+        return _lazy_bind_general(prim, args, params, tuple(key))
+    if node is False:
+        _stats["fallback"] += 1
+        return NotImplemented
+    outs_av, out_keys, inexact, nid, out_aids = node
+    with prog.lock:
+        if prog.done:
+            return _lazy_bind(prim, args, params)
+        if new_sc is not None:
+            # Dict order is insertion order: the new scalars' slots follow the inputs in order.
+            prog.inputs.extend(_scalar_vals(args, new_sc))
+            scalars.update(new_sc)
+        prog.nodes.append((prim, params, tuple(slots), len(outs_av)))
+        prog.key.append(nid)
+        if len(outs_av) == 1:
+            c = _Cell(outs_av[0], out_keys[0], prog, nc, out_aids[0])
+            cells.append(c)
+            t = _new_tensor(Tensor)
+            t._lz = c
+            t._id = _next_id()
+            outs = (t,)
+        else:
+            outs = []
+            for oa, ok, ai in zip(outs_av, out_keys, out_aids):
+                c = _Cell(oa, ok, prog, len(cells), ai)
+                cells.append(c)
+                outs.append(LazyTensor(c))
+            outs = tuple(outs)
+    rec = st.recording
+    if rec and prim.recorded:
+        in_ids = tuple([a._id if type(a) is Tensor else None for a in args])
+        eqn = None
+        for tape in rec:
+            w = tape.watched
+            for i in in_ids:
+                if i in w:
+                    break
+            else:
+                continue
+            if eqn is None:
+                eqn = Eqn(prim, params, in_ids, tuple([a._lz if type(a) is Tensor else a for a in args]),
+                          tuple([t._id for t in outs]))
+                prog.eqns.append(weakref.ref(eqn))
+            for t, f in zip(outs, inexact):
+                if f:
+                    w.add(t._id)
+            tape.eqns.append(eqn)
+    if len(prog.nodes) >= MAX_PENDING:
+        prog.run()
+    if prim.multiple_results:
+        return outs
+    return outs[0]
+
+
+def _scalar_vals(args: tuple, new_sc: dict) -> list:
+    # The values of the scalars first seen in this op, in ``new_sc``'s order.
+    out: dict = {}
+    for a in args:
+        ta = type(a)
+        if ta is float or ta is int:
+            sk = (ta, a) if a and a == a else (ta, repr(a))
+            if sk in new_sc and sk not in out:
+                out[sk] = a
+    return [out[sk] for sk in new_sc]
+
+
+def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tuple | None = None) -> Any:
     st = state
     if st.tracing or st.bound is not None or st.accumulators or not _is_pure(prim):
         _stats["fallback"] += 1
@@ -332,7 +465,9 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
             _stats["fallback"] += 1
             return NotImplemented
         if av in _SCALARS:
-            sk = (av, repr(v))
+            # (type, value) keeps 1, 1.0 and True apart; repr for a zero (-0.0 is 0.0), a NaN
+            # (unequal to itself) and a complex (signed zero parts). The fast path keys alike.
+            sk = (av, v) if av is not complex and v and v == v else (av, repr(v))
             k = prog.scalars.get(sk)
             if k is None:
                 k = new_scalars.get(sk)
@@ -361,10 +496,12 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         return NotImplemented
     if node is None:
         node = _new_node(prim, params, fparams, avals, vals, nk)
+    if fast_key is not None and len(_fast_nodes) < 1_000_000:
+        _fast_nodes[fast_key] = node
     if node is False:
         _stats["fallback"] += 1
         return NotImplemented
-    outs_av, out_keys, inexact, nid = node
+    outs_av, out_keys, inexact, nid, out_aids = node
     with prog.lock:
         # Another thread that reads a value of this program runs it under the same lock:
         # a node is either in the run or in a new program, never lost between the two.
@@ -375,8 +512,8 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         prog.nodes.append((prim, params, slots_t, len(outs_av)))
         prog.key.append(nid)
         outs = []
-        for oa, ok in zip(outs_av, out_keys):
-            c = _Cell(oa, ok, prog, len(prog.cells))
+        for oa, ok, ai in zip(outs_av, out_keys, out_aids):
+            c = _Cell(oa, ok, prog, len(prog.cells), ai)
             prog.cells.append(c)
             outs.append(LazyTensor(c))
     rec = st.recording
@@ -425,7 +562,8 @@ def _new_node(prim: Primitive, params: dict, fparams: tuple, avals: list, vals: 
         return False
     outs_av, out_keys = info
     # A fresh number per cached node (never reused: equal numbers must mean equal nodes).
-    node = (outs_av, out_keys, tuple(o.dtype in INEXACT for o in outs_av), _next_node())
+    node = (outs_av, out_keys, tuple(o.dtype in INEXACT for o in outs_av), _next_node(),
+            tuple(_aval_id(k) for k in out_keys))
     if len(_node_ids) < 1_000_000:
         _node_ids[nk] = node
     return node
