@@ -59,6 +59,8 @@ _CACHE_SIZE = 256
 
 _UNSET = object()
 _SCALARS = (float, int, bool, complex)
+_ArrayImpl = type(jnp.zeros(()))  # a concrete jax.Array (never a tracer)
+_VB_VALUE = VariableBase._value
 
 
 class _Cell(Pending):
@@ -118,7 +120,7 @@ def pending(t: Any) -> bool:
 class Program:
     """The pending nodes of one thread, with the structure key built as they arrive."""
 
-    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars", "error", "x64", "grads")
+    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars", "error", "x64", "grads", "arrs")
 
     def __init__(self, x64: bool = False) -> None:
         # The ``jax_enable_x64`` state its ops were called under (a ``jax.enable_x64`` block): an
@@ -129,6 +131,9 @@ class Program:
         # Equal Python constants (``y * 1.5`` in a loop) share one input: each input is a
         # jit argument converted on every call. (type, repr) keeps 1, 1.0, True and -0.0 apart.
         self.scalars: dict = {}
+        # The same array passed again (a variable's value read by the forward and again as a
+        # gradient's leaf) is one input: id -> slot (``inputs`` holds the array, so the id stays its own).
+        self.arrs: dict = {}
         self.nodes: list = []  # (prim, params, in_slots): slot >= 0 an input, < 0 cell ~slot
         self.key: list = []
         self.inputs: list = []
@@ -298,16 +303,87 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     slots = []
     scalars = prog.scalars
     new_sc = None
+    new_arr = None  # new inputs (arrays and scalars), in slot order
+    # Recorded equations need each input's id and value (a cell while pending): collected
+    # only while a tape records.
+    rec = st.recording
+    ids: list | None = [] if rec else None
+    vals: list | None = [] if rec else None
     for a in args:
         ta = type(a)
-        if ta is Tensor:
-            c = a._lz
-            if c is None or c.prog is not prog or c.value is not _UNSET:
+        if ta is _Cell and a.value is not _UNSET:  # a variable's value a program that ran assigned
+            a = a.value
+            ta = type(a)
+        if ta is Tensor or ta is _ArrayImpl or (
+                ta is not float and ta is not int and ta is not _Cell and isinstance(a, VariableBase)):
+            if ta is Tensor:
+                c = a._lz
+                if c is None:
+                    v = a._value
+                elif c.value is not _UNSET:  # computed by a program that ran: a concrete value now
+                    v, c = c.value, None
+                i = a._id
+            elif ta is _ArrayImpl:  # a variable's value passed on (``update``)
+                c, v, i = None, a, None
+            else:
+                if type(a)._value is not _VB_VALUE:  # a subclass keeping its value elsewhere
+                    return _lazy_bind_general(prim, args, params)
+                raw = a._raw
+                if type(raw) is _Cell and raw.value is not _UNSET:
+                    raw = raw.value  # assigned by a program that ran
+                if type(raw) is _Cell:
+                    c = raw
+                    if c.prog is not prog or c.value is not _UNSET:
+                        return _lazy_bind_general(prim, args, params)
+                    # A variable assigned lazily: its read is a handle on the pending value (registered
+                    # on the tapes below, once the op is sure to be deferred).
+                    s = c.slot
+                    key.append(nc - s)
+                    key.append(c.aid)
+                    slots.append(~s)
+                    if rec:
+                        ids.append(a)
+                        vals.append(c)
+                    continue
+                c, v, i = None, raw, a  # a concrete variable: read below, once deferred
+            if c is None:
+                # A concrete array: a new input of the program (or one already there), keyed by its aval.
+                if type(v) is not _ArrayImpl:
+                    return _lazy_bind_general(prim, args, params)
+                if new_arr is None:
+                    new_arr = []
+                j = prog.arrs.get(id(v))
+                if j is None:
+                    j = len(prog.inputs)
+                    for k, u in enumerate(new_arr):
+                        if u is v:
+                            j += k
+                            break
+                    else:
+                        j = -1
+                if j >= 0:
+                    # An input already there: keyed by its distance back among the inputs.
+                    key.append(-2)
+                    key.append(len(prog.inputs) - j)
+                    slots.append(j)
+                else:
+                    key.append(-1)
+                    slots.append(len(prog.inputs) + len(new_arr))
+                    new_arr.append(v)
+                key.append(_aval_id((v.shape, v.dtype, v.weak_type)))
+                if rec:
+                    ids.append(i)
+                    vals.append(v)
+                continue
+            if c.prog is not prog or c.value is not _UNSET:
                 return _lazy_bind_general(prim, args, params)
             s = c.slot
             key.append(nc - s)
             key.append(c.aid)
             slots.append(~s)
+            if rec:
+                ids.append(a._id)
+                vals.append(c)
         elif ta is float or ta is int:
             # (type, value) keeps 1 and 1.0 apart; repr for 0 (-0.0 vs 0.0) and NaN (unequal to itself).
             sk = (ta, a) if a and a == a else (ta, repr(a))
@@ -317,9 +393,26 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                     new_sc = {}
                 k = new_sc.get(sk)
                 if k is None:
-                    k = new_sc[sk] = len(prog.inputs) + len(new_sc)
+                    if new_arr is None:
+                        new_arr = []
+                    k = new_sc[sk] = len(prog.inputs) + len(new_arr)
+                    new_arr.append(a)
             key.append(sk)
             slots.append(k)
+            if rec:
+                ids.append(None)
+                vals.append(a)
+        elif ta is _Cell:
+            # A variable's pending value passed on (``update``): no tensor, no id.
+            if a.prog is not prog or a.value is not _UNSET:
+                return _lazy_bind_general(prim, args, params)
+            s = a.slot
+            key.append(nc - s)
+            key.append(a.aid)
+            slots.append(~s)
+            if rec:
+                ids.append(None)
+                vals.append(a)
         else:
             return _lazy_bind_general(prim, args, params)
     try:
@@ -333,13 +426,26 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         _stats["fallback"] += 1
         return NotImplemented
     outs_av, out_keys, inexact, nid, out_aids = node
+    if rec:
+        for k, i in enumerate(ids):
+            if i is not None and type(i) is not int:  # a variable: its read, now
+                v = vals[k]
+                lt = LazyTensor(v) if type(v) is _Cell else Tensor(v)
+                read_variable(i, lt)
+                ids[k] = lt._id
     with prog.lock:
         if prog.done:
             return _lazy_bind(prim, args, params)
-        if new_sc is not None:
-            # Dict order is insertion order: the new scalars' slots follow the inputs in order.
-            prog.inputs.extend(_scalar_vals(args, new_sc))
-            scalars.update(new_sc)
+        if new_arr is not None:
+            # Slots were given in order of first appearance, arrays and new scalars alike.
+            n0 = len(prog.inputs)
+            prog.inputs.extend(new_arr)
+            arrs = prog.arrs
+            for k, v in enumerate(new_arr):
+                if type(v) is _ArrayImpl:
+                    arrs[id(v)] = n0 + k
+            if new_sc is not None:
+                scalars.update(new_sc)
         prog.nodes.append((prim, params, tuple(slots), len(outs_av)))
         prog.key.append(nid)
         if len(outs_av) == 1:
@@ -356,9 +462,8 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                 cells.append(c)
                 outs.append(LazyTensor(c))
             outs = tuple(outs)
-    rec = st.recording
     if rec and prim.recorded:
-        in_ids = tuple([a._id if type(a) is Tensor else None for a in args])
+        in_ids = tuple(ids)
         eqn = None
         for tape in rec:
             w = tape.watched
@@ -368,8 +473,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
             else:
                 continue
             if eqn is None:
-                eqn = Eqn(prim, params, in_ids, tuple([a._lz if type(a) is Tensor else a for a in args]),
-                          tuple([t._id for t in outs]))
+                eqn = Eqn(prim, params, in_ids, tuple(vals), tuple([t._id for t in outs]))
                 prog.eqns.append(weakref.ref(eqn))
             for t, f in zip(outs, inexact):
                 if f:
@@ -380,18 +484,6 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     if prim.multiple_results:
         return outs
     return outs[0]
-
-
-def _scalar_vals(args: tuple, new_sc: dict) -> list:
-    # The values of the scalars first seen in this op, in ``new_sc``'s order.
-    out: dict = {}
-    for a in args:
-        ta = type(a)
-        if ta is float or ta is int:
-            sk = (ta, a) if a and a == a else (ta, repr(a))
-            if sk in new_sc and sk not in out:
-                out[sk] = a
-    return [out[sk] for sk in new_sc]
 
 
 def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tuple | None = None) -> Any:
@@ -479,9 +571,19 @@ def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tup
             slots.append(k)
             wires.append(sk)
         else:
-            slots.append(n_in + len(new_inputs))
-            wires.append(None)
-            new_inputs.append(v)
+            j = prog.arrs.get(id(v)) if type(v) is _ArrayImpl else None
+            if j is None:
+                for k, u in enumerate(new_inputs):
+                    if u is v:
+                        j = n_in + k
+                        break
+            if j is not None:
+                slots.append(j)  # an input already there (see ``Program.arrs``)
+                wires.append(("in", n_in - j))
+            else:
+                slots.append(n_in + len(new_inputs))
+                wires.append(None)
+                new_inputs.append(v)
         avals.append(av)
         ids.append(i)
         vals.append(v)
@@ -507,6 +609,9 @@ def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tup
         # a node is either in the run or in a new program, never lost between the two.
         if prog.done:
             return _lazy_bind(prim, args, params)
+        for k, v in enumerate(new_inputs):
+            if type(v) is _ArrayImpl:
+                prog.arrs[id(v)] = n_in + k
         prog.inputs.extend(new_inputs)
         prog.scalars.update(new_scalars)
         prog.nodes.append((prim, params, slots_t, len(outs_av)))
@@ -629,6 +734,7 @@ def _execute(prog: Program) -> None:
     # Drop what the handles no longer need: cells keep their values, the program its key only.
     prog.nodes = []
     prog.inputs = []
+    prog.arrs = {}
     prog.cells = []
 
 
@@ -713,7 +819,16 @@ def deferred_transform(sl: Any, key_extra: tuple, transform: str, extra: list, e
         # programs at shifting offsets: a new structure, and a compile, at each offset (memory
         # grew for thousands of steps).
         p.run()
-    vals, _ids, params = _replay._prepare(sl, key_extra, transform, extra, extra_ids)
+    if transform == "vjp":
+        # Never ``vjp_res`` (the recorded forward values as extra inputs): the node runs inside
+        # the program that computes that forward, compiled whole, where XLA merges the vjp's
+        # forward with the program's own; residual inputs would only add jit arguments and
+        # keep every forward value a live output of the program.
+        key = ("vjp", sl.code, sl.diff, sl.groups, sl.target_slots) + tuple(key_extra)
+        vals = list(sl.leaf_vals) + list(extra)
+        params = {"key": key, "n_leaves": len(sl.leaf_vals)}
+    else:
+        vals, _ids, params = _replay._prepare(sl, key_extra, transform, extra, extra_ids)
     out = _recorder.bind(_replay.REPLAY, *vals, **params)
     p = _tls.prog
     if p is not None:
