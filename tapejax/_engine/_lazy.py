@@ -108,6 +108,8 @@ def LazyTensor(cell: _Cell) -> Tensor:  # noqa: N802  (it builds a Tensor; the n
 
 
 _new_tensor = Tensor.__new__
+_new_eqn = Eqn.__new__
+_weakref = weakref.ref
 _next_id = _recorder._next_id
 
 
@@ -473,11 +475,22 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
             else:
                 continue
             if eqn is None:
-                eqn = Eqn(prim, params, in_ids, tuple(vals), tuple([t._id for t in outs]))
-                prog.eqns.append(weakref.ref(eqn))
-            for t, f in zip(outs, inexact):
-                if f:
-                    w.add(t._id)
+                # Built without calling Eqn.__init__ (a Python frame per recorded op).
+                eqn = _new_eqn(Eqn)
+                eqn.prim = prim
+                eqn.params = params
+                eqn.in_ids = in_ids
+                eqn.in_vals = tuple(vals)
+                eqn.aux = None
+                if len(outs) == 1:
+                    oid = outs[0]._id
+                    eqn.out_ids = (oid,)
+                    diff = (oid,) if inexact[0] else ()
+                else:
+                    eqn.out_ids = tuple([t._id for t in outs])
+                    diff = [t._id for t, f in zip(outs, inexact) if f]
+                prog.eqns.append(_weakref(eqn))
+            w.update(diff)
             tape.eqns.append(eqn)
     if len(prog.nodes) >= MAX_PENDING:
         prog.run()
