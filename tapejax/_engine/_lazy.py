@@ -304,20 +304,23 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     key = [prim, tuple(sorted(params.items())) if params else (), prog.x64]
     slots = []
     scalars = prog.scalars
-    new_sc = None
-    new_arr = None  # new inputs (arrays and scalars), in slot order
+    new_sc: Any = None
+    new_arr: Any = None  # new inputs (arrays and scalars), in slot order
     # Recorded equations need each input's id and value (a cell while pending): collected
     # only while a tape records.
     rec = st.recording
-    ids: list | None = [] if rec else None
-    vals: list | None = [] if rec else None
+    ids: Any = [] if rec else None
+    vals: Any = [] if rec else None
+    a: Any
+    v: Any = None
+    diff: Any = ()
     for a in args:
         ta = type(a)
         if ta is _Cell and a.value is not _UNSET:  # a variable's value a program that ran assigned
             a = a.value
             ta = type(a)
         if ta is Tensor or ta is _ArrayImpl or (
-                ta is not float and ta is not int and ta is not _Cell and isinstance(a, VariableBase)):
+                ta is not float and ta is not int and ta is not _Cell and issubclass(ta, VariableBase)):
             if ta is Tensor:
                 c = a._lz
                 if c is None:
@@ -357,9 +360,9 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                 j = prog.arrs.get(id(v))
                 if j is None:
                     j = len(prog.inputs)
-                    for k, u in enumerate(new_arr):
+                    for q, u in enumerate(new_arr):
                         if u is v:
-                            j += k
+                            j += q
                             break
                     else:
                         j = -1
@@ -456,14 +459,9 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
             t = _new_tensor(Tensor)
             t._lz = c
             t._id = _next_id()
-            outs = (t,)
+            outs: Any = (t,)
         else:
-            outs = []
-            for oa, ok, ai in zip(outs_av, out_keys, out_aids):
-                c = _Cell(oa, ok, prog, len(cells), ai)
-                cells.append(c)
-                outs.append(LazyTensor(c))
-            outs = tuple(outs)
+            outs = tuple([LazyTensor(_new_cell(prog, oa, ok, ai)) for oa, ok, ai in zip(outs_av, out_keys, out_aids)])
     if rec and prim.recorded:
         in_ids = tuple(ids)
         eqn = None
@@ -497,6 +495,12 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     if prim.multiple_results:
         return outs
     return outs[0]
+
+
+def _new_cell(prog: Program, aval: Any, key: tuple, aid: int) -> _Cell:
+    c = _Cell(aval, key, prog, len(prog.cells), aid)
+    prog.cells.append(c)
+    return c
 
 
 def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tuple | None = None) -> Any:
