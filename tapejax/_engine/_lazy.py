@@ -286,11 +286,15 @@ _fast_nodes: dict = {}
 def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     """The per-op hook: defer ``prim`` on ``args``, or NotImplemented (run it eagerly).
 
-    The fast path covers the ops of a running program: every input a value pending in this
-    thread's program or a Python scalar. Its node key is one flat tuple of small ints and
-    scalar keys (a pending input: its distance back and interned aval; a scalar: its type and
-    value), looked up in one dict; everything else (a concrete array, a variable, a new
-    program, an unknown node) takes ``_lazy_bind_general``, which builds the same nodes.
+    The fast path covers the ops of a running program whose inputs are values pending in this
+    thread's program, Python floats and ints, concrete arrays (tensors, computed cells) and
+    variables (pending, computed or concrete). Its node key is one flat tuple of small ints and
+    scalar keys (a pending input: its distance back and interned aval; a concrete array: a
+    new-input mark or its distance back among the inputs, and its interned aval; a scalar: its
+    type and value), looked up in one dict, and nothing is registered (a variable's read on the
+    tapes, new inputs) before the op is sure to be deferred. Everything else (a new program, a
+    node not seen yet, other inputs) takes ``_lazy_bind_general``, which builds the same nodes
+    and registers the fast key: both paths give a program the same key.
     """
     st = state
     if st.tracing or st.bound is not None or st.accumulators:
