@@ -600,3 +600,95 @@ def test_a_loop_that_reads_nothing_settles_on_one_program(lazy_mode, monkeypatch
     we, be = run(430 - 30)
     np.testing.assert_allclose(w.numpy(), we.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b.numpy(), be.numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---- the fast path's node keys ---------------------------------------------------------
+
+# Python scalars whose keys must stay apart (1 / 1.0, 0.0 / -0.0) or coincide (equal values).
+_KEY_SCALARS = [1.5, 0.1, 0.0, -0.0, 1, 1.0, 2, -3]
+_KEY_UNARY = {"sin": (tf.sin, jnp.sin), "tanh": (tf.tanh, jnp.tanh), "square": (tf.square, jnp.square)}
+
+
+@st.composite
+def keyed_programs(draw):
+    n = draw(st.integers(1, 12))
+    ops = []
+    for k in range(n):
+        kind = draw(st.sampled_from(["unary", "mul_s", "add_s", "add", "mul", "add_x", "add_c"]))
+        i = draw(st.integers(0, k))  # an earlier value (0 is the watched input)
+        if kind == "unary":
+            ops.append((kind, draw(st.sampled_from(sorted(_KEY_UNARY))), i))
+        elif kind in ("mul_s", "add_s"):
+            ops.append((kind, draw(st.sampled_from(_KEY_SCALARS)), i))
+        elif kind in ("add_x", "add_c"):
+            ops.append((kind, None, i))  # a concrete input again (x: the same array; c: another one)
+        else:
+            ops.append((kind, draw(st.integers(0, k)), i))
+    return ops
+
+
+def _structure(ops):
+    # What a program's key must tell apart: the ops, their wiring and each scalar's type and exact value.
+    return tuple((kind, (type(a), repr(a)) if kind.endswith("_s") else a, i) for kind, a, i in ops)
+
+
+def _build(lib, ops, y, x, c):
+    pool = [y]
+    for kind, a, i in ops:
+        v = pool[i]
+        if kind == "add_x":
+            pool.append(v + x)
+        elif kind == "add_c":
+            pool.append(v * c)
+        elif kind == "unary":
+            pool.append((_KEY_UNARY[a][0] if lib is tf else _KEY_UNARY[a][1])(v))
+        elif kind == "mul_s":
+            pool.append(v * a)
+        elif kind == "add_s":
+            pool.append(v + a)
+        elif kind == "add":
+            pool.append(v + pool[a])
+        else:
+            pool.append(v * pool[a])
+    return pool[-1]
+
+
+def _lazy_run(ops, x0):
+    """(the pending program's key before the gradient, y, dy/dx) of ``ops`` run lazily."""
+    x = tf.constant(np.float32(x0))
+    c = tf.constant(np.float32(0.5))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.sin(x)  # a first op on a concrete input: the program starts here in every run
+        y = _build(tf, ops, y, x, c)
+    key = tuple(_lazy._tls.prog.key)
+    g = tape.gradient(y, x)
+    return key, float(y), float(g)
+
+
+@given(keyed_programs(), keyed_programs(), st.sampled_from(["same", "mutate", "other"]), st.data())
+def test_fast_path_keys_match_structure_and_values_match_jax_grad(a, b, how, data):
+    if how != "other":
+        b = list(a)
+    if how == "mutate":
+        # One op changed a little (often only a scalar's type or sign): near misses must not share a key.
+        k = data.draw(st.integers(0, len(a) - 1))
+        kind, arg, i = a[k]
+        if kind.endswith("_s"):
+            b[k] = (kind, data.draw(st.sampled_from(_KEY_SCALARS)), i)
+        else:
+            b[k] = (kind, arg, data.draw(st.integers(0, k)))
+    with_lazy = config.get_execution()
+    config.set_execution("lazy")
+    try:
+        ka1, ya, ga = _lazy_run(a, 0.3)
+        ka2, ya2, ga2 = _lazy_run(a, 0.7)  # the same structure on another value: the same key
+        kb, yb, gb = _lazy_run(b, 0.3)
+    finally:
+        config.set_execution(with_lazy)
+    assert ka1 == ka2
+    assert (ka1 == kb) == (_structure(a) == _structure(b))
+    for ops, x0, y, g in ((a, 0.3, ya, ga), (a, 0.7, ya2, ga2), (b, 0.3, yb, gb)):
+        f = lambda x, ops=ops: _build(jnp, ops, jnp.sin(x), x, jnp.float32(0.5))  # noqa: E731
+        np.testing.assert_allclose(y, float(f(jnp.float32(x0))), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g, float(jax.grad(f)(jnp.float32(x0))), rtol=1e-4, atol=1e-5)

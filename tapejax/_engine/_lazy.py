@@ -59,19 +59,24 @@ _CACHE_SIZE = 256
 
 _UNSET = object()
 _SCALARS = (float, int, bool, complex)
+_ArrayImpl = type(jnp.zeros(()))  # a concrete jax.Array (never a tracer)
+_VB_VALUE = VariableBase._value
 
 
 class _Cell(Pending):
     """One pending value: its abstract value now, its array after materialization."""
 
-    __slots__ = ("aval", "key", "value", "prog", "slot")
+    __slots__ = ("aval", "key", "value", "prog", "slot", "aid")
 
-    def __init__(self, aval: Any, key: tuple, prog: Program, slot: int):
+    def __init__(self, aval: Any, key: tuple, prog: Program, slot: int, aid: int = -1):
         self.aval = aval
         self.key = key  # (shape, dtype, weak_type): hashes much faster than a ShapeDtypeStruct
         self.value = _UNSET
         self.prog = prog
         self.slot = slot
+        # ``key`` interned as a small int (``_aval_id``): the fast path's node keys hash ints,
+        # not a shape tuple and a NumPy dtype per input.
+        self.aid = aid
 
     def force(self) -> Any:
         v = self.value
@@ -103,6 +108,8 @@ def LazyTensor(cell: _Cell) -> Tensor:  # noqa: N802  (it builds a Tensor; the n
 
 
 _new_tensor = Tensor.__new__
+_new_eqn = Eqn.__new__
+_weakref = weakref.ref
 _next_id = _recorder._next_id
 
 
@@ -115,7 +122,7 @@ def pending(t: Any) -> bool:
 class Program:
     """The pending nodes of one thread, with the structure key built as they arrive."""
 
-    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars", "error", "x64", "grads")
+    __slots__ = ("nodes", "key", "inputs", "cells", "eqns", "lock", "done", "scalars", "error", "x64", "grads", "arrs")
 
     def __init__(self, x64: bool = False) -> None:
         # The ``jax_enable_x64`` state its ops were called under (a ``jax.enable_x64`` block): an
@@ -126,6 +133,9 @@ class Program:
         # Equal Python constants (``y * 1.5`` in a loop) share one input: each input is a
         # jit argument converted on every call. (type, repr) keeps 1, 1.0, True and -0.0 apart.
         self.scalars: dict = {}
+        # The same array passed again (a variable's value read by the forward and again as a
+        # gradient's leaf) is one input: id -> slot (``inputs`` holds the array, so the id stays its own).
+        self.arrs: dict = {}
         self.nodes: list = []  # (prim, params, in_slots): slot >= 0 an input, < 0 cell ~slot
         self.key: list = []
         self.inputs: list = []
@@ -261,7 +271,243 @@ def _spec(a: Any, v: Any) -> Any:
     return jax.ShapeDtypeStruct(a[0], a[1], weak_type=a[2])
 
 
+def _aval_id(key: tuple) -> int:
+    i = _aval_ids.get(key)
+    if i is None:
+        i = _aval_ids[key] = len(_aval_ids)
+    return i
+
+
+_aval_ids: dict = {}
+# Fast path's node table: (prim, frozen params, x64, wiring...) -> node (see ``_new_node``)
+_fast_nodes: dict = {}
+
+
 def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
+    """The per-op hook: defer ``prim`` on ``args``, or NotImplemented (run it eagerly).
+
+    The fast path covers the ops of a running program whose inputs are values pending in this
+    thread's program, Python floats and ints, concrete arrays (tensors, computed cells) and
+    variables (pending, computed or concrete). Its node key is one flat tuple of small ints and
+    scalar keys (a pending input: its distance back and interned aval; a concrete array: a
+    new-input mark or its distance back among the inputs, and its interned aval; a scalar: its
+    type and value), looked up in one dict, and nothing is registered (a variable's read on the
+    tapes, new inputs) before the op is sure to be deferred. Everything else (a new program, a
+    node not seen yet, other inputs) takes ``_lazy_bind_general``, which builds the same nodes
+    and registers the fast key: both paths give a program the same key.
+    """
+    st = state
+    if st.tracing or st.bound is not None or st.accumulators:
+        _stats["fallback"] += 1
+        return NotImplemented
+    prog = _tls.prog
+    if prog is None or prog.done or prog.x64 is not _X64.value or not _pure.get(prim, False):
+        return _lazy_bind_general(prim, args, params)
+    cells = prog.cells
+    nc = len(cells)
+    key = [prim, tuple(sorted(params.items())) if params else (), prog.x64]
+    slots = []
+    scalars = prog.scalars
+    new_sc: Any = None
+    new_arr: Any = None  # new inputs (arrays and scalars), in slot order
+    # Recorded equations need each input's id and value (a cell while pending): collected
+    # only while a tape records.
+    rec = st.recording
+    ids: Any = [] if rec else None
+    vals: Any = [] if rec else None
+    a: Any
+    v: Any = None
+    diff: Any = ()
+    for a in args:
+        ta = type(a)
+        if ta is _Cell and a.value is not _UNSET:  # a variable's value a program that ran assigned
+            a = a.value
+            ta = type(a)
+        if ta is Tensor or ta is _ArrayImpl or (
+                ta is not float and ta is not int and ta is not _Cell and issubclass(ta, VariableBase)):
+            if ta is Tensor:
+                c = a._lz
+                if c is None:
+                    v = a._value
+                elif c.value is not _UNSET:  # computed by a program that ran: a concrete value now
+                    v, c = c.value, None
+                i = a._id
+            elif ta is _ArrayImpl:  # a variable's value passed on (``update``)
+                c, v, i = None, a, None
+            else:
+                if type(a)._value is not _VB_VALUE:  # a subclass keeping its value elsewhere
+                    return _lazy_bind_general(prim, args, params)
+                raw = a._raw
+                if type(raw) is _Cell and raw.value is not _UNSET:
+                    raw = raw.value  # assigned by a program that ran
+                if type(raw) is _Cell:
+                    c = raw
+                    if c.prog is not prog or c.value is not _UNSET:
+                        return _lazy_bind_general(prim, args, params)
+                    # A variable assigned lazily: its read is a handle on the pending value (registered
+                    # on the tapes below, once the op is sure to be deferred).
+                    s = c.slot
+                    key.append(nc - s)
+                    key.append(c.aid)
+                    slots.append(~s)
+                    if rec:
+                        ids.append(a)
+                        vals.append(c)
+                    continue
+                c, v, i = None, raw, a  # a concrete variable: read below, once deferred
+            if c is None:
+                # A concrete array: a new input of the program (or one already there), keyed by its aval.
+                if type(v) is not _ArrayImpl:
+                    return _lazy_bind_general(prim, args, params)
+                if new_arr is None:
+                    new_arr = []
+                j = prog.arrs.get(id(v))
+                if j is None:
+                    j = len(prog.inputs)
+                    for q, u in enumerate(new_arr):
+                        if u is v:
+                            j += q
+                            break
+                    else:
+                        j = -1
+                if j >= 0:
+                    # An input already there: keyed by its distance back among the inputs.
+                    key.append(-2)
+                    key.append(len(prog.inputs) - j)
+                    slots.append(j)
+                else:
+                    key.append(-1)
+                    slots.append(len(prog.inputs) + len(new_arr))
+                    new_arr.append(v)
+                key.append(_aval_id((v.shape, v.dtype, v.weak_type)))
+                if rec:
+                    ids.append(i)
+                    vals.append(v)
+                continue
+            if c.prog is not prog or c.value is not _UNSET:
+                return _lazy_bind_general(prim, args, params)
+            s = c.slot
+            key.append(nc - s)
+            key.append(c.aid)
+            slots.append(~s)
+            if rec:
+                ids.append(a._id)
+                vals.append(c)
+        elif ta is float or ta is int:
+            # (type, value) keeps 1 and 1.0 apart; repr for 0 (-0.0 vs 0.0) and NaN (unequal to itself).
+            sk = (ta, a) if a and a == a else (ta, repr(a))
+            k = scalars.get(sk)
+            if k is None:
+                if new_sc is None:
+                    new_sc = {}
+                k = new_sc.get(sk)
+                if k is None:
+                    if new_arr is None:
+                        new_arr = []
+                    k = new_sc[sk] = len(prog.inputs) + len(new_arr)
+                    new_arr.append(a)
+            key.append(sk)
+            slots.append(k)
+            if rec:
+                ids.append(None)
+                vals.append(a)
+        elif ta is _Cell:
+            # A variable's pending value passed on (``update``): no tensor, no id.
+            if a.prog is not prog or a.value is not _UNSET:
+                return _lazy_bind_general(prim, args, params)
+            s = a.slot
+            key.append(nc - s)
+            key.append(a.aid)
+            slots.append(~s)
+            if rec:
+                ids.append(None)
+                vals.append(a)
+        else:
+            return _lazy_bind_general(prim, args, params)
+    try:
+        node = _fast_nodes.get(tuple(key))
+    except TypeError:  # an unhashable static parameter: run it eagerly
+        _stats["fallback"] += 1
+        return NotImplemented
+    if node is None:
+        return _lazy_bind_general(prim, args, params, tuple(key))
+    if node is False:
+        _stats["fallback"] += 1
+        return NotImplemented
+    outs_av, out_keys, inexact, nid, out_aids = node
+    if rec:
+        for k, i in enumerate(ids):
+            if i is not None and type(i) is not int:  # a variable: its read, now
+                v = vals[k]
+                lt = LazyTensor(v) if type(v) is _Cell else Tensor(v)
+                read_variable(i, lt)
+                ids[k] = lt._id
+    with prog.lock:
+        if prog.done:
+            return _lazy_bind(prim, args, params)
+        if new_arr is not None:
+            # Slots were given in order of first appearance, arrays and new scalars alike.
+            n0 = len(prog.inputs)
+            prog.inputs.extend(new_arr)
+            arrs = prog.arrs
+            for k, v in enumerate(new_arr):
+                if type(v) is _ArrayImpl:
+                    arrs[id(v)] = n0 + k
+            if new_sc is not None:
+                scalars.update(new_sc)
+        prog.nodes.append((prim, params, tuple(slots), len(outs_av)))
+        prog.key.append(nid)
+        if len(outs_av) == 1:
+            c = _Cell(outs_av[0], out_keys[0], prog, nc, out_aids[0])
+            cells.append(c)
+            t = _new_tensor(Tensor)
+            t._lz = c
+            t._id = _next_id()
+            outs: Any = (t,)
+        else:
+            outs = tuple([LazyTensor(_new_cell(prog, oa, ok, ai)) for oa, ok, ai in zip(outs_av, out_keys, out_aids)])
+    if rec and prim.recorded:
+        in_ids = tuple(ids)
+        eqn = None
+        for tape in rec:
+            w = tape.watched
+            for i in in_ids:
+                if i in w:
+                    break
+            else:
+                continue
+            if eqn is None:
+                # Built without calling Eqn.__init__ (a Python frame per recorded op).
+                eqn = _new_eqn(Eqn)
+                eqn.prim = prim
+                eqn.params = params
+                eqn.in_ids = in_ids
+                eqn.in_vals = tuple(vals)
+                eqn.aux = None
+                if len(outs) == 1:
+                    oid = outs[0]._id
+                    eqn.out_ids = (oid,)
+                    diff = (oid,) if inexact[0] else ()
+                else:
+                    eqn.out_ids = tuple([t._id for t in outs])
+                    diff = [t._id for t, f in zip(outs, inexact) if f]
+                prog.eqns.append(_weakref(eqn))
+            w.update(diff)
+            tape.eqns.append(eqn)
+    if len(prog.nodes) >= MAX_PENDING:
+        prog.run()
+    if prim.multiple_results:
+        return outs
+    return outs[0]
+
+
+def _new_cell(prog: Program, aval: Any, key: tuple, aid: int) -> _Cell:
+    c = _Cell(aval, key, prog, len(prog.cells), aid)
+    prog.cells.append(c)
+    return c
+
+
+def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tuple | None = None) -> Any:
     st = state
     if st.tracing or st.bound is not None or st.accumulators or not _is_pure(prim):
         _stats["fallback"] += 1
@@ -332,7 +578,9 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
             _stats["fallback"] += 1
             return NotImplemented
         if av in _SCALARS:
-            sk = (av, repr(v))
+            # (type, value) keeps 1, 1.0 and True apart; repr for a zero (-0.0 is 0.0), a NaN
+            # (unequal to itself) and a complex (signed zero parts). The fast path keys alike.
+            sk = (av, v) if av is not complex and v and v == v else (av, repr(v))
             k = prog.scalars.get(sk)
             if k is None:
                 k = new_scalars.get(sk)
@@ -344,9 +592,19 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
             slots.append(k)
             wires.append(sk)
         else:
-            slots.append(n_in + len(new_inputs))
-            wires.append(None)
-            new_inputs.append(v)
+            j = prog.arrs.get(id(v)) if type(v) is _ArrayImpl else None
+            if j is None:
+                for k, u in enumerate(new_inputs):
+                    if u is v:
+                        j = n_in + k
+                        break
+            if j is not None:
+                slots.append(j)  # an input already there (see ``Program.arrs``)
+                wires.append(("in", n_in - j))
+            else:
+                slots.append(n_in + len(new_inputs))
+                wires.append(None)
+                new_inputs.append(v)
         avals.append(av)
         ids.append(i)
         vals.append(v)
@@ -361,22 +619,27 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         return NotImplemented
     if node is None:
         node = _new_node(prim, params, fparams, avals, vals, nk)
+    if fast_key is not None and len(_fast_nodes) < 1_000_000:
+        _fast_nodes[fast_key] = node
     if node is False:
         _stats["fallback"] += 1
         return NotImplemented
-    outs_av, out_keys, inexact, nid = node
+    outs_av, out_keys, inexact, nid, out_aids = node
     with prog.lock:
         # Another thread that reads a value of this program runs it under the same lock:
         # a node is either in the run or in a new program, never lost between the two.
         if prog.done:
             return _lazy_bind(prim, args, params)
+        for k, v in enumerate(new_inputs):
+            if type(v) is _ArrayImpl:
+                prog.arrs[id(v)] = n_in + k
         prog.inputs.extend(new_inputs)
         prog.scalars.update(new_scalars)
         prog.nodes.append((prim, params, slots_t, len(outs_av)))
         prog.key.append(nid)
         outs = []
-        for oa, ok in zip(outs_av, out_keys):
-            c = _Cell(oa, ok, prog, len(prog.cells))
+        for oa, ok, ai in zip(outs_av, out_keys, out_aids):
+            c = _Cell(oa, ok, prog, len(prog.cells), ai)
             prog.cells.append(c)
             outs.append(LazyTensor(c))
     rec = st.recording
@@ -425,7 +688,8 @@ def _new_node(prim: Primitive, params: dict, fparams: tuple, avals: list, vals: 
         return False
     outs_av, out_keys = info
     # A fresh number per cached node (never reused: equal numbers must mean equal nodes).
-    node = (outs_av, out_keys, tuple(o.dtype in INEXACT for o in outs_av), _next_node())
+    node = (outs_av, out_keys, tuple(o.dtype in INEXACT for o in outs_av), _next_node(),
+            tuple(_aval_id(k) for k in out_keys))
     if len(_node_ids) < 1_000_000:
         _node_ids[nk] = node
     return node
@@ -491,6 +755,7 @@ def _execute(prog: Program) -> None:
     # Drop what the handles no longer need: cells keep their values, the program its key only.
     prog.nodes = []
     prog.inputs = []
+    prog.arrs = {}
     prog.cells = []
 
 
@@ -575,7 +840,16 @@ def deferred_transform(sl: Any, key_extra: tuple, transform: str, extra: list, e
         # programs at shifting offsets: a new structure, and a compile, at each offset (memory
         # grew for thousands of steps).
         p.run()
-    vals, _ids, params = _replay._prepare(sl, key_extra, transform, extra, extra_ids)
+    if transform == "vjp":
+        # Never ``vjp_res`` (the recorded forward values as extra inputs): the node runs inside
+        # the program that computes that forward, compiled whole, where XLA merges the vjp's
+        # forward with the program's own; residual inputs would only add jit arguments and
+        # keep every forward value a live output of the program.
+        key = ("vjp", sl.code, sl.diff, sl.groups, sl.target_slots) + tuple(key_extra)
+        vals = list(sl.leaf_vals) + list(extra)
+        params = {"key": key, "n_leaves": len(sl.leaf_vals)}
+    else:
+        vals, _ids, params = _replay._prepare(sl, key_extra, transform, extra, extra_ids)
     out = _recorder.bind(_replay.REPLAY, *vals, **params)
     p = _tls.prog
     if p is not None:

@@ -242,23 +242,31 @@ def build_slice(
     """
     target_ids = [t._id if t._aval.dtype in _INEXACT else None for t in targets]
     needed = {i for i in target_ids if i is not None}
+    # The three walks below run once per gradient over the whole record (the per-op cost of a
+    # gradient): written for speed, with single-output equations (most ops) unrolled.
     cand: list[Eqn] = []
     for e in reversed(eqns):
-        for o in e.out_ids:
-            if o in needed:
-                break
+        outs = e.out_ids
+        if len(outs) == 1:
+            if outs[0] not in needed:
+                continue
         else:
-            continue
+            for o in outs:
+                if o in needed:
+                    break
+            else:
+                continue
         cand.append(e)
         if e.prim.differentiable:
             # A non-differentiable op (round, zeros_like) is recorded so that its
             # outputs can be sources, but no gradient flows into its inputs.
-            needed.update(i for i in e.in_ids if i is not None)
+            needed.update(e.in_ids)  # (a None from a constant input is dropped below)
+    needed.discard(None)
     cand.reverse()
 
     connected = [any(i in needed for i in ids) for ids in source_ids]
     src = {i for ids, c in zip(source_ids, connected) if c for i in ids if i in needed}
-    reach = set(src)
+    reach = src
     sl: list[Eqn] = []
     for e in cand:
         if not e.prim.differentiable:
@@ -297,16 +305,20 @@ def build_slice(
         return len(leaf_vals) - 1
 
     code = []
+    pget = pslot.get
     for e in sl:
         ins = []
         for i, v in zip(e.in_ids, e.in_vals):
-            if i is not None and i in pslot:
-                ins.append(pslot[i])
-            else:
-                ins.append(leaf(i, v))
-        for o in e.out_ids:
-            pslot[o] = -1 - len(pslot)
-        code.append((e.prim, _freeze(e.params), tuple(ins), len(e.out_ids)))
+            k = pget(i) if i is not None else None
+            ins.append(k if k is not None else leaf(i, v))
+        outs = e.out_ids
+        if len(outs) == 1:
+            pslot[outs[0]] = -1 - len(pslot)
+        else:
+            for o in outs:
+                pslot[o] = -1 - len(pslot)
+        ps = e.params
+        code.append((e.prim, tuple(sorted(ps.items())) if ps else (), tuple(ins), len(outs)))
 
     diff: list = []
     diff_ids: list = []

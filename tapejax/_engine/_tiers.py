@@ -98,12 +98,13 @@ def choose(sl: Any, key_extra: tuple, compile_now: Callable[[], Callable[[], Any
             return "interpret"
         hot_tier = "segment"
         compile_now = lambda: _segments.precompile_slice(sl)  # noqa: E731
-    key = (sl.code, sl.diff, sl.groups, sl.target_slots, key_extra, tuple(_replay._aval(v) for v in sl.leaf_vals))
+    key = _Key((sl.code, sl.diff, sl.groups, sl.target_slots, key_extra, tuple(_replay._aval(v) for v in sl.leaf_vals)))
     hot, lag = max(1, int(_config.replay_hot)), max(0, int(_config.replay_lag))
     with _lock:
-        n = _seen.get(key, 0) + 1
+        # pop + insert: one comparison with the stored signature (a get, a set and a
+        # move_to_end would compare the whole slice code three times); the insert lands last.
+        n = _seen.pop(key, 0) + 1
         _seen[key] = n
-        _seen.move_to_end(key)
         while len(_seen) > _SEEN_MAX:
             _seen.popitem(last=False)
         ready = _pending.get(key)
@@ -131,6 +132,24 @@ def choose(sl: Any, key_extra: tuple, compile_now: Callable[[], Callable[[], Any
             _pending.pop(key, None)
     _count(_COUNTER[hot_tier])
     return hot_tier
+
+
+class _Key:
+    """A slice signature hashed once: ``choose`` looks it up in ``_seen`` and ``_pending``
+    several times per gradient, and a tuple re-hashes the whole slice code (every equation)
+    at each lookup."""
+
+    __slots__ = ("k", "h")
+
+    def __init__(self, k: tuple):
+        self.k = k
+        self.h = hash(k)
+
+    def __hash__(self) -> int:
+        return self.h
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is _Key and self.h == other.h and self.k == other.k)
 
 
 def _start(key: Any, build: Callable[[], Any]) -> None:

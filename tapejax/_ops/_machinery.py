@@ -208,6 +208,8 @@ def unary(
     if not params:
 
         def plain(x: Any) -> Tensor:
+            if type(x) is Tensor and convert is None and x._aval.dtype in dtypes:
+                return bind(p, x)  # the common case, before the general conversion and checks
             x = convert(x) if convert else _as_t(x)
             if _dt(x) not in dtypes:
                 check_dtype(opname, x, dtypes)
@@ -521,6 +523,19 @@ def binary(
     opname = tf_name or name.capitalize()
 
     def body(x: Any, y: Any) -> Tensor:
+        if check is None and type(x) is Tensor:
+            # The common cases answered before the general checks (the per-op cost of eager and
+            # lazy code): a tensor and a Python float (``_other`` keeps it as it is beside a
+            # floating tensor), or two tensors of one dtype.
+            ty = type(y)
+            if ty is float:
+                d = x._aval.dtype
+                if d in _FLOATING and d in dtypes:
+                    return bind(p, x, y)
+            elif ty is Tensor:
+                d = x._aval.dtype
+                if d == y._aval.dtype and d in dtypes:
+                    return bind(p, x, y)
         x, y = _binary_operands(opname, x, y)
         d = _dt(x) if _is_t(x) else _dt(y)
         if d not in dtypes:
