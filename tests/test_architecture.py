@@ -40,3 +40,13 @@ def test_checker_catches_a_cycle_and_an_upward_import(tmp_path):
     problems = _checker().check(tmp_path)
     assert any(p.startswith("upward import: tapejax._core._a") for p in problems), problems
     assert any(p.startswith("import cycle:") and "tapejax._ops._m" in p for p in problems), problems
+
+
+def test_import_does_not_start_the_xla_backend():
+    # jax.distributed.initialize() (MultiWorkerMirroredStrategy, multi-host programs) must run
+    # before anything starts a backend; so must a platform choice made after the import.
+    code = ("import tapejax, tapejax.keras, tapejax.data, tapejax.distribute, tapejax.testing\n"
+            "from jax._src import xla_bridge\n"
+            "assert not xla_bridge.backends_are_initialized(), 'importing tapejax started a backend'\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -49,7 +49,7 @@ from .._core import _recorder
 from .._core._kinds import INEXACT
 from .._core._recorder import Eqn, Pending, Primitive, Tensor, VariableBase, read_variable, state
 from . import _interpret as _interp_tier
-from . import _replay
+from . import _kernels, _replay
 
 __all__ = ["LazyTensor", "pending", "set_enabled", "enabled", "flush", "stats", "MAX_PENDING", "HOT"]
 
@@ -59,7 +59,10 @@ _CACHE_SIZE = 256
 
 _UNSET = object()
 _SCALARS = (float, int, bool, complex)
-_ArrayImpl = type(jnp.zeros(()))  # a concrete jax.Array (never a tracer)
+# A concrete jax.Array's class (never a tracer). Not ``type(jnp.zeros(()))``: creating an array at
+# import would start the XLA backend, and jax.distributed.initialize() (MultiWorkerMirroredStrategy)
+# must run before that.
+_ArrayImpl = _kernels.ArrayImpl
 _VB_VALUE = VariableBase._value
 
 
