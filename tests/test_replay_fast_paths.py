@@ -76,7 +76,12 @@ def test_mlp_gradient_uses_residuals_and_matches_jax_grad(spy):
     with tf.GradientTape() as t:
         y = tf.reduce_sum(tf.square(tf.matmul(tf.tanh(tf.matmul(x, w1)), w2)))
     g1, g2 = t.gradient(y, [w1, w2])
-    assert "vjp_res" in spy
+    if tf.config.get_execution() == "lazy":
+        # A deferred gradient runs inside the step's program, which computes the forward
+        # itself: the plain vjp, never residual inputs (_lazy.deferred_transform).
+        assert spy and set(spy) == {"vjp"}
+    else:
+        assert "vjp_res" in spy
     r1, r2 = jax.grad(lambda a, b: _mlp(X, a, b), argnums=(0, 1))(W1, W2)
     np.testing.assert_allclose(g1.numpy(), r1, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g2.numpy(), r2, rtol=1e-5, atol=1e-6)
@@ -88,7 +93,10 @@ def test_elementwise_slices_keep_the_plain_vjp(spy):
         t.watch(x)
         y = tf.sin(x) * x
     t.gradient(y, x)
-    assert spy == ["vjp"]
+    if tf.config.get_execution() == "lazy":
+        assert spy and set(spy) == {"vjp"}  # the deferred node's program, looked up when it runs
+    else:
+        assert spy == ["vjp"]
 
 
 def test_intermediate_source_target_source_and_weights():
