@@ -283,9 +283,11 @@ SEED = Primitive("seed_cotangent", _kernels.kernel(_seed_impl))
 
 def _watched(vals: Sequence[Any]) -> bool:
     # Would binding an op over these inputs reach any tape or accumulator?
-    ids = [v._id for v in vals if isinstance(v, Tensor)]
-    if not ids:
-        return False
+    return _watched_ids([v._id for v in vals if isinstance(v, Tensor)])
+
+
+def _watched_ids(ids: Sequence[Any]) -> bool:
+    # The same question over tensor ids (``None`` for a constant).
     for tape in state.recording:
         w = tape.watched
         if any(i in w for i in ids):
@@ -293,19 +295,6 @@ def _watched(vals: Sequence[Any]) -> bool:
     for acc in state.accumulators:
         t = acc.tangents
         if any(i in t for i in ids):
-            return True
-    return False
-
-
-def _watched_ids(ids: Sequence[Any], extra: int) -> bool:
-    # ``_watched`` over tensor ids (``None`` for constants), without building handles.
-    for tape in state.recording:
-        w = tape.watched
-        if extra in w or any(i in w for i in ids if i is not None):
-            return True
-    for acc in state.accumulators:
-        t = acc.tangents
-        if extra in t or any(i in t for i in ids if i is not None):
             return True
     return False
 
@@ -585,7 +574,6 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
                         if i is not None and i in reach and _inexact(v))
             if not act:
                 continue
-            ctmask = tuple(k for k, o in enumerate(outs) if o in ct)
             values_rule = e.prim.vjp_values
             if values_rule is not None and not batched and len(outs) == 1:
                 # No tape or accumulator watches this backward op: the op library's
@@ -593,13 +581,14 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
                 # kernels the forward pass compiled, where the generic pullback would
                 # compile a program of its own on a new tape.
                 c0 = ct[outs[0]]
-                if not _watched_ids(e.in_ids, c0._id):
+                if not _watched_ids((*e.in_ids, c0._id)):
                     r = values_rule(e.in_vals, c0._value, act, e.params)
                     if r is not None:
                         for j, c in zip(act, r):
                             i = e.in_ids[j]
                             ct[i] = _add(ct.get(i), Tensor(c))
                         continue
+            ctmask = tuple(k for k, o in enumerate(outs) if o in ct)
             inputs = [handle(i, v) for i, v in zip(e.in_ids, e.in_vals)]
             cts_in = [ct[outs[k]] for k in ctmask]
             if len(act) > 1 and _watched(inputs + cts_in):

@@ -30,9 +30,13 @@ from ._machinery import PRIMS
 __all__ = ["RULES"]
 
 
+def _typed_like(ct: Any, x: Any) -> bool:
+    # The same dtype and weak type (a cotangent has its input's).
+    return getattr(x, "dtype", None) == ct.dtype and getattr(x, "weak_type", False) == getattr(ct, "weak_type", False)
+
+
 def _like(ct: Any, x: Any) -> bool:
-    return (getattr(x, "shape", None) == ct.shape and getattr(x, "dtype", None) == ct.dtype
-            and getattr(x, "weak_type", False) == getattr(ct, "weak_type", False))
+    return getattr(x, "shape", None) == ct.shape and _typed_like(ct, x)
 
 
 def _add(vals: tuple, ct: Any, act: tuple, params: dict) -> list | None:
@@ -78,8 +82,7 @@ def _identity(vals: tuple, ct: Any, act: tuple, params: dict) -> list | None:
 def _transpose(vals: tuple, ct: Any, act: tuple, params: dict) -> list | None:
     # TransposeGrad: the inverse permutation (a matrix transpose is its own inverse, so a
     # program that transposed forward has the kernel); conj's cotangent is conj'd too.
-    x = vals[0]
-    if getattr(x, "dtype", None) != ct.dtype or getattr(x, "weak_type", False) != getattr(ct, "weak_type", False):
+    if not _typed_like(ct, vals[0]):
         return None
     perm = params["perm"]
     inv = None if perm is None else tuple(sorted(range(len(perm)), key=lambda i: perm[i]))
@@ -88,10 +91,9 @@ def _transpose(vals: tuple, ct: Any, act: tuple, params: dict) -> list | None:
 
 def _reshape(vals: tuple, ct: Any, act: tuple, params: dict) -> list | None:
     # ReshapeGrad: back to the input's shape.
-    x = vals[0]
-    if getattr(x, "dtype", None) != ct.dtype or getattr(x, "weak_type", False) != getattr(ct, "weak_type", False):
+    if not _typed_like(ct, vals[0]):
         return None
-    return [PRIMS["reshape"].impl(ct, shape=tuple(x.shape))]
+    return [PRIMS["reshape"].impl(ct, shape=tuple(vals[0].shape))]
 
 
 def _stack(vals: tuple, ct: Any, act: tuple, params: dict) -> list | None:
@@ -100,11 +102,8 @@ def _stack(vals: tuple, ct: Any, act: tuple, params: dict) -> list | None:
     axis = params.get("axis", 0)
     if axis < 0:
         axis += ct.ndim
-    weak = getattr(ct, "weak_type", False)
-    for j in act:
-        x = vals[j]
-        if getattr(x, "dtype", None) != ct.dtype or getattr(x, "weak_type", False) != weak:
-            return None
+    if not all(_typed_like(ct, vals[j]) for j in act):
+        return None
     spec = (("S", (None, None, None)),) * axis + ("T",)
     get = PRIMS["getitem"].impl
     return [get(ct, j, spec=spec) for j in act]
