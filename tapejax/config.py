@@ -25,7 +25,10 @@ The replay tiers of an eager gradient (see ``compat_docs/performance.md``):
 - ``kernel_fast_compile_elements``: an eager op's or a tier-0 pullback's program whose
   inputs all hold at most this many elements (default 1024) is compiled by XLA:CPU with
   its optimizer off: about 3x faster to build, as fast to run at that size. 0 turns it
-  off. Whole-slice, segment and lazy programs always get the full pipeline.
+  off. A larger call runs that fast program too while its signature is new: for its
+  first ``kernel_fast_first_calls`` calls (default 1; 0 compiles the full program at
+  once), then XLA's full pipeline. Whole-slice, segment and lazy programs always get
+  the full pipeline.
 
 Example:
     >>> import tapejax as tf
@@ -83,6 +86,7 @@ replay_background_compile: bool = True
 replay_max_compile_eqns: int = 256
 replay_segment_eqns: int = 128
 kernel_fast_compile_elements: int = 1024
+kernel_fast_first_calls: int = 1
 
 
 # ---- execution mode (eager / lazy) ------------------------------------------------------------

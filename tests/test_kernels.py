@@ -20,26 +20,80 @@ pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="the fast
 
 @pytest.fixture
 def limit():
-    saved, tier = config.kernel_fast_compile_elements, config.replay_tier
+    saved = config.kernel_fast_compile_elements, config.replay_tier, config.kernel_fast_first_calls
 
     def set_(n):
         config.kernel_fast_compile_elements = n
 
     yield set_
-    config.kernel_fast_compile_elements, config.replay_tier = saved, tier
+    config.kernel_fast_compile_elements, config.replay_tier, config.kernel_fast_first_calls = saved
 
 
-def test_small_calls_use_the_fast_program_and_large_ones_the_full_one(limit):
+def test_small_calls_use_the_fast_program_and_large_ones_switch_to_the_full_one(limit):
     limit(64)
+    config.kernel_fast_first_calls = 1
     k = _kernels.jit(lambda a, b: jnp.tanh(a) * b + 1.0)
-    small, large = jnp.linspace(-2, 2, 64), jnp.linspace(-2, 2, 65)
-    np.testing.assert_allclose(k(small, 2.0), jnp.tanh(small) * 2.0 + 1.0, rtol=1e-6)
-    assert (k.fast._cache_size(), k.full._cache_size()) == (1, 0)
-    np.testing.assert_allclose(k(large, 2.0), jnp.tanh(large) * 2.0 + 1.0, rtol=1e-6)
-    assert (k.fast._cache_size(), k.full._cache_size()) == (1, 1)
+
+    def check(x):
+        np.testing.assert_allclose(k(x, 2.0), jnp.tanh(x) * 2.0 + 1.0, rtol=1e-6, atol=1e-6)
+        return k.fast._cache_size(), k.full._cache_size()
+
+    assert check(jnp.linspace(-2, 2, 64)) == (1, 0)
+    # A large signature's first call: the fast program; its second and later: the full one.
+    large = jnp.linspace(-2, 2, 65)
+    assert check(large) == (2, 0)
+    assert check(large) == (2, 1)
+    assert check(large) == (2, 1)
+    # Another large signature starts over; a weak-typed scalar is part of the signature.
+    assert check(jnp.linspace(-2, 2, 66)) == (3, 1)
+    # 0: the full program at once.
+    config.kernel_fast_first_calls = 0
+    assert check(jnp.linspace(-2, 2, 67)) == (3, 2)
     limit(0)  # off: everything through the full pipeline
-    k(jnp.linspace(0, 1, 8), 2.0)
-    assert (k.fast._cache_size(), k.full._cache_size()) == (1, 2)
+    assert check(jnp.linspace(0, 1, 8)) == (3, 3)
+
+
+def test_kernels_with_static_params_switch_per_signature(limit, monkeypatch):
+    limit(64)
+    config.kernel_fast_first_calls = 2
+    decisions = []
+    large = _kernels._large
+    monkeypatch.setattr(_kernels, "_large", lambda *a: decisions.append(large(*a)) or decisions[-1])
+    k = _kernels.kernel(lambda a, *, axis: jnp.sum(jnp.exp(a), axis=axis))
+    x = jnp.linspace(-1, 1, 200).reshape(20, 10)
+    for axis in (0, 1, 0, 1, 0, 1):
+        np.testing.assert_allclose(k(x, axis=axis), jnp.sum(jnp.exp(x), axis=axis), rtol=1e-6)
+    # Each axis is its own signature: two fast calls each, then the full program.
+    assert decisions == [True, True, True, True, False, False]
+
+
+def test_first_and_later_steps_over_large_arrays_agree(limit):
+    # A loop's first step runs the fast programs and its second the full ones: the values
+    # agree with each other and with jax.grad, in every replay tier and execution mode.
+    limit(64)
+    config.kernel_fast_first_calls = 1
+    rng = np.random.default_rng(20261127)
+    w0 = rng.normal(size=(96, 48)).astype(np.float32) * 0.1
+    x0 = rng.normal(size=(32, 96)).astype(np.float32)
+
+    def f(w, x):
+        h = jnp.tanh(x @ w)
+        return jnp.mean(jnp.log1p(jnp.exp(h)) * jax.nn.sigmoid(h)) + jnp.sum(w * w) * 1e-3
+
+    expected = jax.value_and_grad(f)(jnp.asarray(w0), jnp.asarray(x0))
+    w, x = tf.Variable(w0), tf.constant(x0)
+    steps = []
+    for _ in range(3):
+        with tf.GradientTape() as t:
+            h = tf.tanh(tf.matmul(x, w))
+            y = tf.reduce_mean(tf.math.log1p(tf.exp(h)) * tf.sigmoid(h)) + tf.reduce_sum(w * w) * 1e-3
+        steps.append((y.numpy(), t.gradient(y, w).numpy()))
+    for y, g in steps:
+        np.testing.assert_allclose(y, np.asarray(expected[0]), rtol=1e-5)
+        np.testing.assert_allclose(g, np.asarray(expected[1]), rtol=1e-4, atol=1e-7)
+    # The full pipeline from the second step on: later steps are bit-identical.
+    np.testing.assert_array_equal(steps[1][1], steps[2][1])
+    np.testing.assert_allclose(steps[0][1], steps[1][1], rtol=1e-6, atol=1e-9)
 
 
 def test_a_kernel_inside_a_trace_is_inlined(limit):
@@ -92,3 +146,51 @@ def test_a_tape_over_large_arrays_is_unaffected(limit):
         y = tf.reduce_sum(tf.tanh(x) * tf.sin(x))
     g = t.gradient(y, x)
     np.testing.assert_allclose(g.numpy(), jax.grad(lambda v: jnp.sum(jnp.tanh(v) * jnp.sin(v)))(x0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["jacobian", "batch_jacobian"])
+def test_a_jacobian_program_starts_fast_and_switches_to_the_full_one(limit, monkeypatch, kind):
+    # Jacobians compile whole on their first sighting: that first program is built the fast
+    # way and the next call of the same signature runs the fully compiled one; both agree
+    # with jax.jacrev.
+    limit(1024)
+    config.kernel_fast_first_calls = 1
+    ran = []
+    staged = _kernels.staged
+
+    def spy(fn):
+        c = staged(fn)
+        fast, full = c.fast, c.full
+
+        def call(*a):
+            before = fast._cache_size(), full._cache_size()
+            out = c(*a)
+            ran.append("fast" if fast._cache_size() > before[0] else "full" if full._cache_size() > before[1] else "hit")
+            return out
+
+        return call
+
+    monkeypatch.setattr(_kernels, "staged", spy)
+    rng = np.random.default_rng(7)
+    n = int(rng.integers(37, 61))  # a shape no other test compiles
+    w0 = rng.normal(size=(n, n)).astype(np.float32) / n
+    x0 = rng.normal(size=(4, n)).astype(np.float32)
+
+    def f(x):
+        return jnp.tanh(x @ w0) * x
+
+    w = tf.constant(w0)
+    outs = []
+    for _ in range(3):
+        x = tf.constant(x0)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = tf.tanh(tf.matmul(x, w)) * x
+        outs.append((t.jacobian(y, x) if kind == "jacobian" else t.batch_jacobian(y, x)).numpy())
+    expected = jax.jacrev(f)(jnp.asarray(x0))
+    if kind == "batch_jacobian":
+        expected = jnp.stack([expected[i, :, i, :] for i in range(4)])
+    for o in outs:
+        np.testing.assert_allclose(o, np.asarray(expected), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(outs[1], outs[2])
+    assert ran[:3] == ["fast", "full", "hit"]

@@ -9,9 +9,15 @@ XLA's default pipeline spends about 20 ms on a one-op program; with LLVM's optim
 large arrays (``tanh`` of a million floats: 0.18 ms against 3.1 ms) and none on small ones
 (an add of 16 floats: 5.3 µs either way). So a kernel is built the fast way only when
 every input holds at most ``config.kernel_fast_compile_elements`` elements (default
-1024; 0 turns it off), on the CPU backend only; a larger call of the same kernel uses
-the normally compiled program. Whole-slice, segment and lazy-step programs (the steady
-state) always get XLA's full pipeline.
+1024; 0 turns it off), on the CPU backend only. A larger call of the same kernel runs the
+fast program for its signature's first ``config.kernel_fast_first_calls`` calls (default
+1) and XLA's fully compiled program from then on: a new tape's first gradient and a
+notebook cell run once skip the expensive compile (mlp_step's first call compiles 26
+programs, 25-120 ms each the full way), while a loop reaches the full program at its
+second step. The switch counts calls, so it never depends on timing. The two pipelines
+agree bit for bit on arithmetic, reductions and matmuls; a few transcendental functions
+(``tanh``, ``log1p``) may differ in the last bit between them. Whole-slice, segment and
+lazy-step programs (the steady state) always get XLA's full pipeline.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import jax.core
 
 from .. import config as _config
 
-__all__ = ["jit", "kernel", "FAST_OPTIONS", "ArrayImpl"]
+__all__ = ["jit", "kernel", "staged", "FAST_OPTIONS", "ArrayImpl"]
 
 FAST_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
@@ -56,13 +62,15 @@ def _cpu() -> bool:
     return _on_cpu[0]
 
 
-_FULL, _FAST, _TRACED = 0, 1, 2
+_FULL, _FAST, _TRACED, _LARGE = 0, 1, 2, 3
 
 
 def _mode(args: tuple) -> int:
     """Which program a call runs: ``_FAST`` when every argument holds at most
-    ``config.kernel_fast_compile_elements`` elements (on CPU), ``_TRACED`` when one is a
-    tracer (the call is inlined into the outer program), else ``_FULL``.
+    ``config.kernel_fast_compile_elements`` elements (on CPU), ``_LARGE`` when one holds
+    more (on CPU: the fast program while the signature is new, see :func:`_large`),
+    ``_TRACED`` when one is a tracer (the call is inlined into the outer program), else
+    ``_FULL``.
 
     This runs on every eager op, so the common cases are tested first and cheaply:
     Python numbers, then jaxlib arrays by their shape (scalars and vectors without a
@@ -74,17 +82,40 @@ def _mode(args: tuple) -> int:
     for a in args:
         t = type(a)
         if t is _Array:
-            if mode:
+            if mode == _FAST:
                 sh = a.shape
                 if sh and (sh[0] > limit if len(sh) == 1 else math.prod(sh) > limit):
-                    mode = _FULL
+                    mode = _LARGE
         elif t is float or t is int or t is bool:
             continue
         elif isinstance(a, _Tracer):
             return _TRACED
-        elif mode and getattr(a, "size", 0) > limit:
-            mode = _FULL
+        elif mode == _FAST and getattr(a, "size", 0) > limit:
+            mode = _LARGE
     return mode
+
+
+_MAX_SIGS = 4096  # large-call signatures remembered per kernel (a forgotten one runs fast once more)
+
+
+def _large(seen: dict, key: Any, args: tuple) -> bool:
+    """Whether a large call should run the fast program: its signature (``key`` and the
+    arguments' avals) has been called fewer than ``config.kernel_fast_first_calls`` times.
+    Large calls only, so the signature's cost (about a microsecond) is small beside the
+    op's own."""
+    first = _config.kernel_fast_first_calls
+    if first <= 0:
+        return False
+    sig = (key, *(
+        (a.shape, a.dtype, getattr(a, "weak_type", False)) if hasattr(a, "shape") else type(a) for a in args
+    ))
+    n = seen.get(sig, 0)
+    if n >= first:
+        return False
+    if n == 0 and len(seen) >= _MAX_SIGS:
+        seen.clear()
+    seen[sig] = n + 1
+    return True
 
 
 def _run(fast: Callable, full: Callable, args: tuple) -> Any:
@@ -106,13 +137,43 @@ def jit(fn: Callable) -> Callable:
     """
     full = jax.jit(fn)
     fast = jax.jit(fn, compiler_options=FAST_OPTIONS)
+    seen: dict = {}
 
     def call(*args: Any) -> Any:
-        return _run(fast, full, args) if _mode(args) == _FAST else full(*args)
+        m = _mode(args)
+        if m == _FAST or (m == _LARGE and _large(seen, None, args)):
+            return _run(fast, full, args)
+        return full(*args)
 
     call.__wrapped__ = fn  # type: ignore[attr-defined]
     call.fast, call.full = fast, full  # type: ignore[attr-defined]  # (tests read which program ran)
     call.__name__ = getattr(fn, "__name__", "kernel")
+    return call
+
+
+def staged(fn: Callable) -> Callable:
+    """``jax.jit(fn)`` for a whole program compiled on its first sighting (a jacobian's):
+    its first ``config.kernel_fast_first_calls`` concrete calls run the fast program,
+    later ones XLA's full pipeline, whatever the arguments' sizes. The caller keeps one
+    per input signature (the replay cache is keyed by avals), so a call count is the
+    signature's. Traced, the call is inlined."""
+    full = jax.jit(fn)
+    fast = jax.jit(fn, compiler_options=FAST_OPTIONS)
+    calls = [0]
+
+    def call(*args: Any) -> Any:
+        if (
+            calls[0] < _config.kernel_fast_first_calls
+            and _config.kernel_fast_compile_elements > 0
+            and (_on_cpu[0] if _on_cpu else _cpu())
+            and not any(isinstance(a, _Tracer) for a in jax.tree_util.tree_leaves(args))
+        ):
+            calls[0] += 1
+            return fast(*args)
+        return full(*args)
+
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    call.fast, call.full = fast, full  # type: ignore[attr-defined]
     return call
 
 
@@ -127,6 +188,7 @@ def kernel(impl: Callable) -> Callable:
     full = jax.jit(impl)
     fast = jax.jit(impl, compiler_options=FAST_OPTIONS)
     by_params: dict = {}
+    seen: dict = {}
     lock = threading.Lock()
     own = hasattr(impl, "lower") or type(impl).__name__ == "ufunc"  # a jitted jnp function or a jnp ufunc
 
@@ -135,7 +197,9 @@ def kernel(impl: Callable) -> Callable:
         if m == _TRACED and own:
             return impl(*args, **params)
         if not params:
-            return _run(fast, full, args) if m == _FAST else full(*args)
+            if m == _FAST or (m == _LARGE and _large(seen, None, args)):
+                return _run(fast, full, args)
+            return full(*args)
         key = tuple(sorted(params.items()))
         pair = by_params.get(key)
         if pair is None:
@@ -146,7 +210,9 @@ def kernel(impl: Callable) -> Callable:
                     pair = by_params[key] = (jax.jit(fn, compiler_options=FAST_OPTIONS), jax.jit(fn))
                     if len(by_params) > _CACHE_SIZE:
                         del by_params[next(iter(by_params))]
-        return _run(pair[0], pair[1], args) if m == _FAST else pair[1](*args)
+        if m == _FAST or (m == _LARGE and _large(seen, key, args)):
+            return _run(pair[0], pair[1], args)
+        return pair[1](*args)
 
     call.__name__ = getattr(impl, "__name__", "impl")
     call.__wrapped__ = impl  # type: ignore[attr-defined]

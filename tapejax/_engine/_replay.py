@@ -24,6 +24,7 @@ import numpy as np
 
 from .._core._kinds import INEXACT as _INEXACT
 from .._core._recorder import Eqn, Pending, Primitive, Tensor, record, state
+from . import _kernels
 
 __all__ = ["Slice", "build_slice", "run_transform", "cache_info", "cache_clear", "set_cache_size", "set_compile"]
 
@@ -565,7 +566,16 @@ def _make(key: tuple) -> Callable:
         compiled = hook(key, fn)
         if compiled is not None:
             return compiled
+    if key[0] in _STAGED:
+        return _kernels.staged(fn)
     return jax.jit(fn)
+
+
+# Transforms compiled whole on their first sighting (a jacobian never runs interpreted: see
+# compat_docs/performance.md): their first call runs a fast-compiled program
+# (_kernels.staged). Gradient slices are not here: tier 0 answers their first sightings, and
+# the tier that compiles them (hot, in the background) wants the full program at once.
+_STAGED = frozenset({"jacobian", "batch_jacobian"})
 
 
 def _compiled(key: tuple, avals: tuple) -> Callable:
