@@ -512,6 +512,7 @@ def _atomic(run: Callable[[], tuple]) -> tuple:
     except BaseException:
         for t, n in marks:
             del t.eqns[n:]
+            t.sig = None  # its structure signature covered the removed equations: no cached cut now
         raise
 
 
