@@ -499,7 +499,15 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
             te = tape.eqns
             sg = tape.sig
             if sg is not None and tape.sig_n == len(te):
-                _sign(sg, tape, nid, eqn)
+                if len(outs) == 1:  # ``_sign`` inlined (a frame per recorded op)
+                    b = tape.first_id
+                    sg.append(nid)
+                    sg.append(eqn.out_ids[0] - b)
+                    for i in in_ids:
+                        sg.append(None if i is None else i - b if i >= b else -i)
+                    tape.sig_n += 1
+                else:
+                    _sign(sg, tape, nid, eqn)
             te.append(eqn)
     if len(prog.nodes) >= MAX_PENDING:
         prog.run()

@@ -372,6 +372,8 @@ class HashedTuple(tuple):
     """A tuple hashed once: a slice's structure key (its whole code) used on every step of a
     training loop. Looked up as the same object each time, a dict finds it by identity."""
 
+    _h: int
+
     def __new__(cls, items: Any) -> HashedTuple:
         self = tuple.__new__(cls, items)
         self._h = tuple.__hash__(self)
@@ -381,7 +383,7 @@ class HashedTuple(tuple):
         return self._h
 
     def __eq__(self, other: object) -> bool:
-        return self is other or tuple.__eq__(self, other)  # type: ignore[operator]
+        return self is other or tuple.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
@@ -403,6 +405,14 @@ class _Template:
 
     __slots__ = ("code", "diff", "groups", "target_slots", "connected", "used", "eqn_idx", "leaf_org", "diff_org",
                  "keys")
+
+    def __init__(self, sl: Slice, eqn_idx: tuple, leaf_org: tuple, diff_org: tuple):
+        self.code, self.diff, self.groups, self.target_slots = sl.code, sl.diff, sl.groups, sl.target_slots
+        self.connected, self.used = tuple(sl.connected), tuple(sl.targets_used)
+        self.eqn_idx = eqn_idx  # positions in the record of the slice's equations
+        self.leaf_org = leaf_org  # per leaf: (j, p) input p of slice equation j, or (~g, m) id m of source g
+        self.diff_org = diff_org  # per differentiated id: (g, m), id m of source g
+        self.keys: dict = {}
 
 
 # (record signature, targets, sources, their avals, x64) -> _Template; bounded, least recently used first out.
@@ -456,18 +466,13 @@ def cut(tape: Any, targets: Sequence[Tensor], source_ids: Sequence[tuple], known
     cut_stats["misses"] += 1
     origins: list = []
     sl = build_slice(eqns, targets, source_ids, known, origins)
-    t = _Template()
-    t.code, t.diff, t.groups, t.target_slots = sl.code, sl.diff, sl.groups, sl.target_slots
-    t.connected, t.used = tuple(sl.connected), tuple(sl.targets_used)
     pos = {id(e): k for k, e in enumerate(eqns)}
-    t.eqn_idx = tuple(pos[id(e)] for e in sl.eqns)
-    t.leaf_org = tuple(origins)
-    where = {}
+    where: dict = {}
     for g, ids in enumerate(source_ids):
         for m, i in enumerate(ids):
             where.setdefault(i, (g, m))
-    t.diff_org = tuple(where[i] for i in sl.diff_ids)
-    t.keys = sl.keys = {}
+    t = _Template(sl, tuple(pos[id(e)] for e in sl.eqns), tuple(origins), tuple(where[i] for i in sl.diff_ids))
+    sl.keys = t.keys
     _cuts[key] = t
     if len(_cuts) > _CUTS_MAX:
         _cuts.popitem(last=False)
