@@ -418,6 +418,7 @@ class _Template:
 # (record signature, targets, sources, their avals, x64) -> _Template; bounded, least recently used first out.
 _cuts: OrderedDict = OrderedDict()
 _CUTS_MAX = 256
+_cuts_lock = threading.Lock()  # (threads share the cache: an eviction must not race a move_to_end)
 cut_stats = {"hits": 0, "misses": 0}
 _X64 = _jconfig.enable_x64
 
@@ -443,12 +444,14 @@ def cut(tape: Any, targets: Sequence[Tensor], source_ids: Sequence[tuple], known
                tuple(tuple(i - b if i >= b else -i for i in ids) for ids in source_ids),
                tuple(_aval(v) for v in known.values()),
                _X64.value)
-        t = _cuts.get(key)
+        with _cuts_lock:
+            t = _cuts.get(key)
+            if t is not None:
+                _cuts.move_to_end(key)
     except TypeError:  # an unhashable aval: no cache
         return build_slice(eqns, targets, source_ids, known)
     if t is not None:
         cut_stats["hits"] += 1
-        _cuts.move_to_end(key)
         sle = [eqns[k] for k in t.eqn_idx]
         leaf_ids = []
         leaf_vals = []
@@ -473,9 +476,10 @@ def cut(tape: Any, targets: Sequence[Tensor], source_ids: Sequence[tuple], known
             where.setdefault(i, (g, m))
     t = _Template(sl, tuple(pos[id(e)] for e in sl.eqns), tuple(origins), tuple(where[i] for i in sl.diff_ids))
     sl.keys = t.keys
-    _cuts[key] = t
-    if len(_cuts) > _CUTS_MAX:
-        _cuts.popitem(last=False)
+    with _cuts_lock:
+        _cuts[key] = t
+        while len(_cuts) > _CUTS_MAX:
+            _cuts.popitem(last=False)
     return sl
 
 
