@@ -311,7 +311,8 @@ class Tape:
     gradient with respect to a variable sums over all of its reads.
     """
 
-    __slots__ = ("eqns", "watched", "variables", "var_reads", "watch_accessed_variables", "first_id", "notes", "__weakref__")
+    __slots__ = ("eqns", "watched", "variables", "var_reads", "watch_accessed_variables", "first_id", "notes", "sig",
+                 "sig_n", "__weakref__")
 
     def __init__(self, watch_accessed_variables: bool = True):
         self.eqns: list[Eqn] = []
@@ -324,6 +325,12 @@ class Tape:
         # and ("stop_recording", start_id, end_id) windows, appended rarely.
         self.first_id = _next_id()
         self.notes: list[tuple] = []
+        # The record's structure, for lazy mode's cache of cut slices (``_engine/_replay.cached_slice``):
+        # per equation a node number and its tensor ids relative to ``first_id``, appended by the
+        # lazy recorder. ``sig_n`` counts the equations it covers; an equation appended another way
+        # leaves it behind (that record then misses the cache), and removing equations sets it to None.
+        self.sig: list | None = []
+        self.sig_n = 0
         live_tapes.add(self)
 
     def watch_tensor(self, t: Tensor) -> None:

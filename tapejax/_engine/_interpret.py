@@ -455,6 +455,11 @@ def gradient_inputs(eqn: Any) -> list:
 
 def has_python_backward(sl: Slice) -> bool:
     """Does the slice hold an op whose backward is Python code to run on Tensors (a grad_fn)?"""
+    if sl.keys is not None:
+        # A cut from lazy mode's cut cache (``_replay.cut``): the lazy recorder recorded every
+        # equation of that record, and it records no grad_fn (such an op runs eagerly, recorded by
+        # ``record``, and its record is never cached). Saves a walk of the slice per gradient.
+        return False
     for e in sl.eqns:
         if e.aux is not None and getattr(e.prim, "eager_vjp", None) is not None:
             return True
@@ -512,6 +517,7 @@ def _atomic(run: Callable[[], tuple]) -> tuple:
     except BaseException:
         for t, n in marks:
             del t.eqns[n:]
+            t.sig = None  # its structure signature covered the removed equations: no cached cut now
         raise
 
 

@@ -496,12 +496,39 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                     diff = [t._id for t, f in zip(outs, inexact) if f]
                 prog.eqns.append(_weakref(eqn))
             w.update(diff)
-            tape.eqns.append(eqn)
+            te = tape.eqns
+            sg = tape.sig
+            if sg is not None and tape.sig_n == len(te):
+                if len(outs) == 1:  # ``_sign`` inlined (a frame per recorded op)
+                    b = tape.first_id
+                    sg.append(nid)
+                    sg.append(eqn.out_ids[0] - b)
+                    for i in in_ids:
+                        sg.append(None if i is None else i - b if i >= b else -i)
+                    tape.sig_n += 1
+                else:
+                    _sign(sg, tape, nid, eqn)
+            te.append(eqn)
     if len(prog.nodes) >= MAX_PENDING:
         prog.run()
     if prim.multiple_results:
         return outs
     return outs[0]
+
+
+def _sign(sg: list, tape: Any, nid: int, eqn: Eqn) -> None:
+    # One equation's part of ``tape.sig``: its node number (primitive, static parameters, input
+    # avals and Python constants: equal numbers, equal nodes) and its tensor ids: one made since
+    # the tape began relative to the tape's first id (>= 0: the wiring, wherever the step's ids
+    # start), an older one as minus its id (a tensor made before the loop is the same tensor every
+    # step). The node fixes how many ids follow, so equal lists mean equal records.
+    b = tape.first_id
+    sg.append(nid)
+    for o in eqn.out_ids:
+        sg.append(o - b)
+    for i in eqn.in_ids:
+        sg.append(None if i is None else i - b if i >= b else -i)
+    tape.sig_n += 1
 
 
 def _new_cell(prog: Program, aval: Any, key: tuple, aid: int) -> _Cell:
@@ -662,7 +689,11 @@ def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tup
                 eqn = Eqn(prim, params, in_ids, tuple(vals), out_ids)
                 if has_cell:
                     prog.eqns.append(weakref.ref(eqn))
-            tape.eqns.append(eqn)
+            te = tape.eqns
+            sg = tape.sig
+            if sg is not None and tape.sig_n == len(te):
+                _sign(sg, tape, nid, eqn)
+            te.append(eqn)
             w.update(diff_out)
     if len(prog.nodes) >= MAX_PENDING:
         prog.run()
@@ -848,7 +879,8 @@ def deferred_transform(sl: Any, key_extra: tuple, transform: str, extra: list, e
         # the program that computes that forward, compiled whole, where XLA merges the vjp's
         # forward with the program's own; residual inputs would only add jit arguments and
         # keep every forward value a live output of the program.
-        key = ("vjp", sl.code, sl.diff, sl.groups, sl.target_slots) + tuple(key_extra)
+        ke = tuple(key_extra)
+        key = _replay.structure_key(sl, ("deferred", ke), lambda: ("vjp", sl.code, sl.diff, sl.groups, sl.target_slots) + ke)
         vals = list(sl.leaf_vals) + list(extra)
         params = {"key": key, "n_leaves": len(sl.leaf_vals)}
     else:

@@ -21,6 +21,7 @@ import jax
 import jax.core
 import jax.numpy as jnp
 import numpy as np
+from jax._src import config as _jconfig
 
 from .._core._kinds import INEXACT as _INEXACT
 from .._core._recorder import Eqn, Pending, Primitive, Tensor, record, state
@@ -227,6 +228,9 @@ class Slice:
     eqns: list = field(default_factory=list)
     # Per entry of ``diff``, the tensor id it differentiates (the interpreted tier works on ids).
     diff_ids: list = field(default_factory=list)
+    # A slice from the cut cache (``cut``): the keys derived from its structure, built and hashed
+    # once per cached cut (``structure_key``), not once per gradient. None: not cached.
+    keys: dict | None = None
 
 
 def build_slice(
@@ -234,12 +238,15 @@ def build_slice(
     targets: Sequence[Tensor],
     source_ids: Sequence[tuple],
     known: dict,
+    origins: list | None = None,
 ) -> Slice:
     """Cut the record down to what lies between ``source_ids`` and ``targets``.
 
     ``source_ids[k]`` is a tuple of ids whose gradients are summed (one id for a
     tensor, every read for a variable). ``known`` maps ids to values for sources
-    and targets that may not appear as equation inputs.
+    and targets that may not appear as equation inputs. ``origins``, when given,
+    gets per leaf where it came from: ``(j, p)``, input ``p`` of the slice's
+    equation ``j``, or ``(~g, m)``, id ``m`` of source ``g`` (``cut``'s template).
     """
     target_ids = [t._id if t._aval.dtype in _INEXACT else None for t in targets]
     needed = {i for i in target_ids if i is not None}
@@ -286,7 +293,7 @@ def build_slice(
     leaf_ids: list = []
     leaf_vals: list = []
 
-    def leaf(i: Any, v: Any) -> int:
+    def leaf(i: Any, v: Any, where: Any = None) -> int:
         if i is not None:
             k = lslot.get(i)
             if k is not None:
@@ -303,15 +310,17 @@ def build_slice(
             cslot[ck] = len(leaf_vals)
         leaf_ids.append(i)
         leaf_vals.append(v)
+        if origins is not None:
+            origins.append(where)
         return len(leaf_vals) - 1
 
     code = []
     pget = pslot.get
-    for e in sl:
+    for j, e in enumerate(sl):
         ins = []
-        for i, v in zip(e.in_ids, e.in_vals):
+        for p, (i, v) in enumerate(zip(e.in_ids, e.in_vals)):
             k = pget(i) if i is not None else None
-            ins.append(k if k is not None else leaf(i, v))
+            ins.append(k if k is not None else leaf(i, v, (j, p)))
         outs = e.out_ids
         if len(outs) == 1:
             pslot[outs[0]] = -1 - len(pslot)
@@ -325,11 +334,11 @@ def build_slice(
     diff_ids: list = []
     dindex: dict[int, int] = {}
     groups = []
-    for ids, c in zip(source_ids, connected):
+    for gi, (ids, c) in enumerate(zip(source_ids, connected)):
         if not c:
             continue
         g = []
-        for i in ids:
+        for m, i in enumerate(ids):
             if i not in needed:
                 continue
             if i not in dindex:
@@ -339,7 +348,7 @@ def build_slice(
                     v = known[i]
                     diff.append(("eps", pslot[i], v.shape, v.dtype))
                 else:
-                    diff.append(("leaf", leaf(i, known[i]) if i not in lslot else lslot[i]))
+                    diff.append(("leaf", leaf(i, known[i], (~gi, m)) if i not in lslot else lslot[i]))
             g.append(dindex[i])
         groups.append(tuple(g))
 
@@ -358,6 +367,121 @@ def build_slice(
             used.append(False)  # a constant with respect to every source
     return Slice(tuple(code), leaf_ids, leaf_vals, tuple(diff), tuple(groups), tuple(target_slots), connected, used, sl,
                  diff_ids)
+
+
+class HashedTuple(tuple):
+    """A tuple hashed once: a slice's structure key (its whole code) used on every step of a
+    training loop. Looked up as the same object each time, a dict finds it by identity."""
+
+    _h: int
+
+    def __new__(cls, items: Any) -> HashedTuple:
+        self = tuple.__new__(cls, items)
+        self._h = tuple.__hash__(self)
+        return self
+
+    def __hash__(self) -> int:
+        return self._h
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+
+def structure_key(sl: Slice, what: tuple, make: Callable[[], tuple]) -> tuple:
+    """``make()``, a key fixed by ``sl``'s structure and ``what``: built and hashed once per cached cut."""
+    ks = sl.keys
+    if ks is None:
+        return make()
+    k = ks.get(what)
+    if k is None:
+        k = ks[what] = HashedTuple(make())
+    return k
+
+
+class _Template:
+    """A cut, without the step's values: what ``cut`` rebuilds a slice from on a hit."""
+
+    __slots__ = ("code", "diff", "groups", "target_slots", "connected", "used", "eqn_idx", "leaf_org", "diff_org",
+                 "keys")
+
+    def __init__(self, sl: Slice, eqn_idx: tuple, leaf_org: tuple, diff_org: tuple):
+        self.code, self.diff, self.groups, self.target_slots = sl.code, sl.diff, sl.groups, sl.target_slots
+        self.connected, self.used = tuple(sl.connected), tuple(sl.targets_used)
+        self.eqn_idx = eqn_idx  # positions in the record of the slice's equations
+        self.leaf_org = leaf_org  # per leaf: (j, p) input p of slice equation j, or (~g, m) id m of source g
+        self.diff_org = diff_org  # per differentiated id: (g, m), id m of source g
+        self.keys: dict = {}
+
+
+# (record signature, targets, sources, their avals, x64) -> _Template; bounded, least recently used first out.
+_cuts: OrderedDict = OrderedDict()
+_CUTS_MAX = 256
+_cuts_lock = threading.Lock()  # (threads share the cache: an eviction must not race a move_to_end)
+cut_stats = {"hits": 0, "misses": 0}
+_X64 = _jconfig.enable_x64
+
+
+def cut(tape: Any, targets: Sequence[Tensor], source_ids: Sequence[tuple], known: dict) -> Slice:
+    """``build_slice`` over ``tape``'s record, from the cache of cuts when the record repeats.
+
+    Lazy mode keeps ``tape.sig``, the record's structure (node numbers and ids relative to the
+    tape's first id). A training step records the same structure every step, so its cut (which
+    equations, the code, the leaves' positions) is the same: only the values differ, and they are
+    read from the current record at the template's positions. Anything the signature does not
+    cover (an equation recorded outside the lazy recorder, a rollback) misses the cache.
+    """
+    sig = tape.sig
+    eqns = tape.eqns
+    n = tape.sig_n
+    if sig is None or n == 0 or n != len(eqns):
+        return build_slice(eqns, targets, source_ids, known)
+    b = tape.first_id
+    try:
+        key = (tuple(sig),
+               tuple((t._id - b if t._id >= b else -t._id, t._aval.dtype in _INEXACT) for t in targets),
+               tuple(tuple(i - b if i >= b else -i for i in ids) for ids in source_ids),
+               tuple(_aval(v) for v in known.values()),
+               _X64.value)
+        with _cuts_lock:
+            t = _cuts.get(key)
+            if t is not None:
+                _cuts.move_to_end(key)
+    except TypeError:  # an unhashable aval: no cache
+        return build_slice(eqns, targets, source_ids, known)
+    if t is not None:
+        cut_stats["hits"] += 1
+        sle = [eqns[k] for k in t.eqn_idx]
+        leaf_ids = []
+        leaf_vals = []
+        for j, p in t.leaf_org:
+            if j >= 0:
+                e = sle[j]
+                leaf_ids.append(e.in_ids[p])
+                leaf_vals.append(e.in_vals[p])
+            else:
+                i = source_ids[~j][p]
+                leaf_ids.append(i)
+                leaf_vals.append(known[i])
+        return Slice(t.code, leaf_ids, leaf_vals, t.diff, t.groups, t.target_slots, list(t.connected), list(t.used),
+                     sle, [source_ids[g][m] for g, m in t.diff_org], t.keys)
+    cut_stats["misses"] += 1
+    origins: list = []
+    sl = build_slice(eqns, targets, source_ids, known, origins)
+    pos = {id(e): k for k, e in enumerate(eqns)}
+    where: dict = {}
+    for g, ids in enumerate(source_ids):
+        for m, i in enumerate(ids):
+            where.setdefault(i, (g, m))
+    t = _Template(sl, tuple(pos[id(e)] for e in sl.eqns), tuple(origins), tuple(where[i] for i in sl.diff_ids))
+    sl.keys = t.keys
+    with _cuts_lock:
+        _cuts[key] = t
+        while len(_cuts) > _CUTS_MAX:
+            _cuts.popitem(last=False)
+    return sl
 
 
 # --------------------------------------------------------------------------
@@ -601,7 +725,8 @@ def _prepare(sl: Slice, key_extra: tuple, transform: str, extra: Sequence[Any], 
         key_extra = tuple(key_extra) + (slots, len(leaf_vals))
         transform = "vjp_res"
         leaf_vals, leaf_ids = list(leaf_vals) + inter_vals, list(leaf_ids) + inter_ids
-    key = (transform, sl.code, sl.diff, sl.groups, sl.target_slots) + tuple(key_extra)
+    ke = tuple(key_extra)
+    key = structure_key(sl, ("prep", transform, ke), lambda: (transform, sl.code, sl.diff, sl.groups, sl.target_slots) + ke)
     vals = list(leaf_vals) + list(extra)
     ids = tuple(leaf_ids) + tuple(extra_ids)
     return vals, ids, {"key": key, "n_leaves": len(leaf_vals)}

@@ -98,7 +98,14 @@ def choose(sl: Any, key_extra: tuple, compile_now: Callable[[], Callable[[], Any
             return "interpret"
         hot_tier = "segment"
         compile_now = lambda: _segments.precompile_slice(sl)  # noqa: E731
-    key = _Key((sl.code, sl.diff, sl.groups, sl.target_slots, key_extra, tuple(_replay._aval(v) for v in sl.leaf_vals)))
+    ks = sl.keys
+    key = ks.get(("tier", key_extra)) if ks is not None else None
+    if key is None:
+        # A cached cut (``_replay.cut``) fixes the leaves' avals too (its key holds the record's
+        # avals): its signature is hashed once, not once per gradient.
+        key = _Key((sl.code, sl.diff, sl.groups, sl.target_slots, key_extra, tuple(_replay._aval(v) for v in sl.leaf_vals)))
+        if ks is not None:
+            ks[("tier", key_extra)] = key
     hot, lag = max(1, int(_config.replay_hot)), max(0, int(_config.replay_lag))
     with _lock:
         # pop + insert: one comparison with the stored signature (a get, a set and a

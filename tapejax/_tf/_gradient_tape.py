@@ -219,7 +219,7 @@ class GradientTape:
         source_ids = self._source_ids(tape, flat_sources, targets, known)
         diff_sources = [s._aval.dtype in INEXACT for s in flat_sources]
         source_ids = [ids if d else () for ids, d in zip(source_ids, diff_sources)]
-        return _replay.build_slice(tape.eqns, targets, source_ids, known), diff_sources
+        return _replay.cut(tape, targets, source_ids, known), diff_sources
 
     def gradient(
         self,
