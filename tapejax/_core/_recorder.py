@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._kinds import INEXACT
 
-__all__ = ["attach", "Tensor", "Pending", "VariableBase", "Primitive", "Eqn", "Tape", "bind", "record", "state"]
+__all__ = ["attach", "Tensor", "Pending", "VariableBase", "Primitive", "Eqn", "Tape", "bind", "bind_ran", "fast_ok", "record", "state"]
 
 # Identity, not value, decides what a tape tracks: every Tensor gets a fresh id.
 # A counter (not id()) so that ids are never reused after garbage collection.
@@ -566,6 +566,34 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     if accs:
         notify_accumulators(prim, params, in_ids, vals, outs)
     return outs
+
+
+def fast_ok() -> bool:
+    """Whether an op may take its fast path (``bind_ran``): eager, no forward accumulator.
+    A tape may be recording (``bind_ran`` records)."""
+    return lazy_bind is None and not state.accumulators
+
+
+def bind_ran(prim: Primitive, x: Tensor, v: Any, out: Any, params: dict | None = None) -> Tensor:
+    """The end of ``bind(prim, x, **params)`` for one concrete Tensor ``x`` (value ``v``), whose
+    kernel the caller has run already (``out``): wrap and record, exactly as ``bind`` does.
+
+    Only for a recorded single-result primitive, with ``fast_ok()`` true: the op layer's fast
+    paths call this once they have answered its conversions and checks for the common case."""
+    t = Tensor(out)
+    rec = state.recording
+    if rec:
+        i = x._id
+        eqn = None
+        for tape in rec:
+            w = tape.watched
+            if i in w:
+                if eqn is None:
+                    eqn = Eqn(prim, {} if params is None else params, (i,), (v,), (t._id,))
+                tape.eqns.append(eqn)
+                if out.dtype in INEXACT:
+                    w.add(t._id)
+    return t
 
 
 def notify_accumulators(prim: Primitive, params: dict, in_ids: tuple, vals: list, outs: Any) -> None:

@@ -30,7 +30,8 @@ import numpy as np
 from jax import lax
 
 from .. import errors
-from .._core._recorder import Primitive, Tensor, VariableBase, bind, state
+from .._core import _recorder as _rec
+from .._core._recorder import Primitive, Tensor, VariableBase, bind, bind_ran, state
 from .._engine import _kernels
 from . import _tfgrad
 from ._dtypes import as_dtype, check_width, from_np, x64_enabled
@@ -49,6 +50,12 @@ OPS: dict[str, Callable] = {}
 
 
 _OBJECT = np.dtype(object)  # the dtype of string tensors
+_Array = _kernels.ArrayImpl
+
+# The op fast paths (a concrete eager Tensor of an accepted dtype, no accumulator, no lazy
+# execution: the kernel is run and the result wrapped and recorded without the general
+# conversion and checks). False sends every op down its general path: the tests compare the two.
+FAST_PATHS = True
 
 def _export(fn: Callable, *names: str, jax_name: str | None = None) -> Callable:
     for n in names:
@@ -206,10 +213,18 @@ def unary(
 
     body: Callable[..., Tensor]
     if not params:
+        run1 = p.impl.run1  # type: ignore[attr-defined]
 
         def plain(x: Any) -> Tensor:
-            if type(x) is Tensor and convert is None and x._aval.dtype in dtypes:
-                return bind(p, x)  # the common case, before the general conversion and checks
+            if type(x) is Tensor and convert is None:
+                # The common cases, before the general conversion and checks: a concrete eager
+                # tensor runs its kernel directly; any other tensor of an accepted dtype binds.
+                if FAST_PATHS and _rec.lazy_bind is None and x._lz is None and not state.accumulators:
+                    v = x._value
+                    if type(v) is _Array and v.dtype in dtypes:
+                        return bind_ran(p, x, v, run1(v))
+                if x._aval.dtype in dtypes:
+                    return bind(p, x)
             x = convert(x) if convert else _as_t(x)
             if _dt(x) not in dtypes:
                 check_dtype(opname, x, dtypes)
@@ -523,7 +538,7 @@ def binary(
     opname = tf_name or name.capitalize()
 
     def body(x: Any, y: Any) -> Tensor:
-        if check is None and type(x) is Tensor:
+        if check is None and type(x) is Tensor and FAST_PATHS:
             # The common cases answered before the general checks (the per-op cost of eager and
             # lazy code): a tensor and a Python float (``_other`` keeps it as it is beside a
             # floating tensor), or two tensors of one dtype.
@@ -710,8 +725,25 @@ def reduction(
     """A reduction ``impl(x, axis, keepdims)`` with TF's ``(input_tensor, axis=None, keepdims=False)``."""
     p = prim(name, impl, differentiable)
     opname = tf_name or name
+    run1 = p.impl.run1  # type: ignore[attr-defined]
 
     def body(input_tensor: Any, axis: Any, keepdims: Any) -> Tensor:
+        x = input_tensor
+        if (type(x) is Tensor and FAST_PATHS and _rec.lazy_bind is None and x._lz is None and not state.accumulators
+                and (keepdims is False or keepdims is True)):
+            # The common case (a concrete eager tensor, no axis or one int axis in range): the
+            # kernel runs with the parameters ``norm_axis`` would give, without the general path.
+            v = x._value
+            if type(v) is _Array and v.dtype in dtypes:
+                if axis is None:
+                    ps = {"axis": None, "keepdims": keepdims}
+                    return bind_ran(p, x, v, run1(v, (("axis", None), ("keepdims", keepdims)), ps), ps)
+                if type(axis) is int:
+                    nd = v.ndim
+                    if -nd <= axis < nd:
+                        ax = (axis % nd,)
+                        ps = {"axis": ax, "keepdims": keepdims}
+                        return bind_ran(p, x, v, run1(v, (("axis", ax), ("keepdims", keepdims)), ps), ps)
         x = _as_t(input_tensor)
         if _dt(x) not in dtypes:
             check_dtype(opname, x, dtypes)
