@@ -1,11 +1,13 @@
 """The op layer's fast paths (``_ops._machinery.FAST_PATHS``) against the general path.
 
-A seeded random program of op calls (unary ops, reductions, binary ops; every dtype the
+A seeded random program of op calls (unary ops, reductions, binary ops, casts, matmuls,
+transposes; every dtype the
 tables know that x64-off JAX can hold, weak Python scalars, broadcasting, scalars and empty
 shapes, tapes off, on, nested and persistent) runs twice on the same inputs: with the fast
 paths and with them off. Values, dtypes, weak types, shapes, the equations recorded on each
 tape, the error class and message for bad input, and the tape's gradients must be identical;
-the gradients also match ``jax.grad`` of the op's own implementation.
+the gradients also match ``jax.grad`` of the op's own implementation. Also cast, matmul and
+transpose, whose fast paths take the default flags only.
 
 ``test_the_harness_finds_a_1_in_200_bug`` plants a fault in one fast call of 200 and checks
 the harness reports it: the random program is large enough to find such a bug.
@@ -19,7 +21,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 import tapejax as tf
 from tapejax._core import _recorder
@@ -82,10 +83,28 @@ def _core_tape(t: Any) -> Any:
 
 def _call(rng: random.Random, nrng: np.random.Generator) -> tuple:
     """One random op call: (description, fn(*inputs), inputs)."""
-    kind = rng.choice(["unary", "unary", "reduce", "reduce", "binary"])
+    kind = rng.choice(["unary", "unary", "reduce", "reduce", "binary", "cast", "matmul", "transpose"])
     dtype = rng.choice(DRAW_DTYPES)
     shape = rng.choice(SHAPES)
     x = _tensor(nrng, dtype, shape)
+    if kind == "cast":
+        to = rng.choice([tf.float32, tf.float16, tf.int32, tf.bool, tf.complex64, tf.uint8, tf.bfloat16, "float32",
+                         "int8", np.float32, tf.float64, tf.int64, tf.string, 1, True])
+        return ("cast", dtype, shape, repr(to)), (lambda a, to=to: tf.cast(a, to)), [x]
+    if kind == "transpose":
+        conj = rng.choice([False, False, True])
+        perm = rng.choice([None, None, None, list(range(len(shape)))[::-1], [0]])
+        return (("transpose", dtype, shape, repr(perm), conj),
+                (lambda a, perm=perm, conj=conj: tf.transpose(a, perm=perm, conjugate=conj)), [x])
+    if kind == "matmul":
+        n, k, m = rng.choice([1, 2, 3]), rng.choice([0, 1, 3]), rng.choice([1, 2])
+        sa = rng.choice([(n, k), (n, k), (2, n, k), (k,)])
+        sb = rng.choice([(k, m), (k, m), (k + 1, m), (2, k, m)])
+        a = _tensor(nrng, dtype, sa)
+        b = _tensor(nrng, dtype if rng.random() < 0.9 else rng.choice(DTYPES), sb)
+        flags = rng.choice([{}, {}, {}, {"transpose_b": False}, {"adjoint_a": True}])
+        return (("matmul", dtype, sa, sb, repr(flags)), (lambda a, b, flags=flags: tf.matmul(a, b, **flags)),
+                [a, b] if rng.random() < 0.8 else [a, rng.choice([1.5, [[1.0]]])])
     if kind == "unary":
         name = rng.choice(UNARY)
         op = M.OPS[name]
@@ -142,7 +161,7 @@ def _run_case(fn: Any, inputs: list, tapes: str, fast: bool) -> tuple:
                         loss = M.OPS["reduce_sum"](out) if out.dtype.is_floating or out.dtype.is_complex else None
                     else:
                         loss = None
-            eq = (_eqns(_core_tape(outer), known), _eqns(_core_tape(inner), known))
+            eq = (_eqns(_core_tape(outer), known), _eqns(_core_tape(inner), known), _describe(loss))
             grads = None
             if loss is not None:
                 grads = [_describe(g) if g is not None else None for g in outer.gradient(loss, xs)]
@@ -168,7 +187,7 @@ def _program(seed: int, n: int, check_jax: bool = True) -> list:
         b = _run_case(fn, inputs, tapes, False)
         if a != b:
             bad.append((desc, tapes, a, b))
-        elif check_jax and tapes == "watched" and a[2] and desc[0] in M.PRIMS and len(inputs) == 1:
+        elif check_jax and tapes == "watched" and a[2] and desc[0] in UNARY + REDUCE and len(inputs) == 1:
             _check_against_jax(desc, fn, inputs[0], a[2][0])
     return bad
 
@@ -217,15 +236,30 @@ def test_the_harness_finds_a_1_in_200_bug(monkeypatch):
 
 def test_the_fast_path_is_taken_for_the_common_case(monkeypatch):
     # Not a vacuous comparison: the common calls reach bind_ran (eager only; lazy mode binds generally).
+    from tapejax._ops import array as A
+    from tapejax._ops import linalg as L
+
     seen = []
-    real = M.bind_ran
-    monkeypatch.setattr(M, "bind_ran", lambda p, *a: seen.append(p.name) or real(p, *a))
+
+    def spy(mod: Any, attr: str) -> None:
+        real = getattr(mod, attr)
+        monkeypatch.setattr(mod, attr, lambda p, *a: seen.append(p.name) or real(p, *a))
+
+    spy(M, "bind_ran")
+    spy(A, "bind_ran")
+    spy(L, "bind_ran2")
     x = tf.constant([1.0, -2.0, 3.0])
-    got = [M.OPS["sin"](x), M.OPS["reduce_sum"](x), M.OPS["reduce_mean"](x, axis=0, keepdims=True)]
+    m = tf.constant([[1.0, -2.0]])
+    tf.cast(x, tf.float16)  # (the first cast to a dtype argument takes the general path)
+    seen.clear()
+    got = [M.OPS["sin"](x), M.OPS["reduce_sum"](x), M.OPS["reduce_mean"](x, axis=0, keepdims=True),
+           tf.cast(x, tf.float16), tf.transpose(m), tf.matmul(m, tf.transpose(m))]
     np.testing.assert_allclose(got[0].numpy(), np.sin([1.0, -2.0, 3.0]), rtol=1e-6)
     np.testing.assert_allclose(got[1].numpy(), 2.0)
     assert got[2].shape == (1,)
+    assert got[3].dtype == tf.float16 and got[4].shape == (2, 1)
+    np.testing.assert_allclose(got[5].numpy(), [[5.0]])
     if _recorder.lazy_bind is None:
-        assert seen == ["sin", "reduce_sum", "reduce_mean"]
+        assert seen == ["sin", "reduce_sum", "reduce_mean", "cast", "transpose", "transpose", "matmul"]
     else:
         assert seen == []

@@ -166,7 +166,18 @@ def kernel(impl: Callable) -> Callable:
                 return _run(f, g, (v,))
         return g(v)
 
+    def run2(a: Any, b: Any, key: tuple, params: dict) -> Any:
+        # ``run1`` for two concrete jaxlib arrays.
+        pair = by_params.get(key)
+        if pair is None:
+            return call(a, b, **params)
+        limit = _config.kernel_fast_compile_elements
+        if limit > 0 and (_on_cpu[0] if _on_cpu else _cpu()) and math.prod(a.shape) <= limit and math.prod(b.shape) <= limit:
+            return _run(pair[0], pair[1], (a, b))
+        return pair[1](a, b)
+
     call.__name__ = getattr(impl, "__name__", "impl")
     call.__wrapped__ = impl  # type: ignore[attr-defined]
+    call.run2 = run2  # type: ignore[attr-defined]
     call.run1 = run1  # type: ignore[attr-defined]
     return call
