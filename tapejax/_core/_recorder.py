@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._kinds import INEXACT
 
-__all__ = ["attach", "Tensor", "Pending", "VariableBase", "Primitive", "Eqn", "Tape", "bind", "record", "state"]
+__all__ = ["attach", "Tensor", "Pending", "VariableBase", "Primitive", "Eqn", "Tape", "bind", "bind_ran", "bind_ran2",
+           "record", "state"]
 
 # Identity, not value, decides what a tape tracks: every Tensor gets a fresh id.
 # A counter (not id()) so that ids are never reused after garbage collection.
@@ -573,6 +574,47 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     if accs:
         notify_accumulators(prim, params, in_ids, vals, outs)
     return outs
+
+
+def bind_ran(prim: Primitive, x: Tensor, v: Any, out: Any, params: dict | None = None) -> Tensor:
+    """The end of ``bind(prim, x, **params)`` for one concrete Tensor ``x`` (value ``v``), whose
+    kernel the caller has run already (``out``): wrap and record, exactly as ``bind`` does.
+
+    Only for a recorded single-result primitive, eager (no lazy execution) and with no forward
+    accumulator active (``_ops._machinery.fast_value``): the op layer's fast
+    paths call this once they have answered its conversions and checks for the common case."""
+    t = Tensor(out)
+    rec = state.recording
+    if rec:
+        i = x._id
+        eqn = None
+        for tape in rec:
+            w = tape.watched
+            if i in w:
+                if eqn is None:
+                    eqn = Eqn(prim, {} if params is None else params, (i,), (v,), (t._id,))
+                tape.eqns.append(eqn)
+                if out.dtype in INEXACT:
+                    w.add(t._id)
+    return t
+
+
+def bind_ran2(prim: Primitive, x: Tensor, y: Tensor, vx: Any, vy: Any, out: Any, params: dict) -> Tensor:
+    """``bind_ran`` for two concrete Tensor operands."""
+    t = Tensor(out)
+    rec = state.recording
+    if rec:
+        ids = (x._id, y._id)
+        eqn = None
+        for tape in rec:
+            w = tape.watched
+            if ids[0] in w or ids[1] in w:
+                if eqn is None:
+                    eqn = Eqn(prim, params, ids, (vx, vy), (t._id,))
+                tape.eqns.append(eqn)
+                if out.dtype in INEXACT:
+                    w.add(t._id)
+    return t
 
 
 def notify_accumulators(prim: Primitive, params: dict, in_ids: tuple, vals: list, outs: Any) -> None:

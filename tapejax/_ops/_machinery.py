@@ -30,10 +30,11 @@ import numpy as np
 from jax import lax
 
 from .. import errors
-from .._core._recorder import Primitive, Tensor, VariableBase, bind, state
+from .._core import _recorder as _rec
+from .._core._recorder import Primitive, Tensor, VariableBase, bind, bind_ran, state
 from .._engine import _kernels
 from . import _tfgrad
-from ._dtypes import as_dtype, check_width, from_np, x64_enabled
+from ._dtypes import _WIDE, DType, as_dtype, check_width, from_np, x64_enabled
 from ._tensor import convert_to_tensor
 
 __all__ = ["EXPORTS", "JAX_NAMES", "prim", "unary", "binary", "reduction", "define"]
@@ -49,6 +50,21 @@ OPS: dict[str, Callable] = {}
 
 
 _OBJECT = np.dtype(object)  # the dtype of string tensors
+_Array: Any = _kernels.ArrayImpl  # (Any: a type test against it must not narrow to object)
+
+# The op fast paths (a concrete eager Tensor of an accepted dtype, no accumulator, no lazy
+# execution: the kernel is run and the result wrapped and recorded without the general
+# conversion and checks). False sends every op down its general path: the tests compare the two.
+FAST_PATHS = True
+
+
+def fast_value(x: Any) -> Any:
+    """``x``'s concrete jaxlib array where an op may take its fast path on it (``bind_ran``), else None."""
+    if type(x) is Tensor and FAST_PATHS and _rec.lazy_bind is None and x._lz is None and not state.accumulators:
+        v = x._value
+        if type(v) is _Array:
+            return v
+    return None
 
 def _export(fn: Callable, *names: str, jax_name: str | None = None) -> Callable:
     for n in names:
@@ -206,10 +222,18 @@ def unary(
 
     body: Callable[..., Tensor]
     if not params:
+        run1 = p.impl.run1  # type: ignore[attr-defined]
 
         def plain(x: Any) -> Tensor:
-            if type(x) is Tensor and convert is None and x._aval.dtype in dtypes:
-                return bind(p, x)  # the common case, before the general conversion and checks
+            if type(x) is Tensor and convert is None:
+                # The common cases, before the general conversion and checks: a concrete eager
+                # tensor runs its kernel directly; any other tensor of an accepted dtype binds.
+                if FAST_PATHS and _rec.lazy_bind is None and x._lz is None and not state.accumulators:
+                    v = x._value
+                    if type(v) is _Array and v.dtype in dtypes:
+                        return bind_ran(p, x, v, run1(v))
+                if x._aval.dtype in dtypes:
+                    return bind(p, x)
             x = convert(x) if convert else _as_t(x)
             if _dt(x) not in dtypes:
                 check_dtype(opname, x, dtypes)
@@ -523,7 +547,7 @@ def binary(
     opname = tf_name or name.capitalize()
 
     def body(x: Any, y: Any) -> Tensor:
-        if check is None and type(x) is Tensor:
+        if check is None and type(x) is Tensor and FAST_PATHS:
             # The common cases answered before the general checks (the per-op cost of eager and
             # lazy code): a tensor and a Python float (``_other`` keeps it as it is beside a
             # floating tensor), or two tensors of one dtype.
@@ -710,8 +734,26 @@ def reduction(
     """A reduction ``impl(x, axis, keepdims)`` with TF's ``(input_tensor, axis=None, keepdims=False)``."""
     p = prim(name, impl, differentiable)
     opname = tf_name or name
+    run1 = p.impl.run1  # type: ignore[attr-defined]
 
     def body(input_tensor: Any, axis: Any, keepdims: Any) -> Tensor:
+        x = input_tensor
+        if (type(x) is Tensor and FAST_PATHS and _rec.lazy_bind is None and x._lz is None and not state.accumulators
+                and (keepdims is False or keepdims is True)):
+            # The common case (a concrete eager tensor, no axis or one int axis in range): the
+            # kernel runs with the parameters ``norm_axis`` would give, without the general path.
+            v = x._value
+            if type(v) is _Array and v.dtype in dtypes:
+                ps: dict[str, Any]
+                if axis is None:
+                    ps = {"axis": None, "keepdims": keepdims}
+                    return bind_ran(p, x, v, run1(v, (("axis", None), ("keepdims", keepdims)), ps), ps)
+                if type(axis) is int:
+                    nd = v.ndim
+                    if -nd <= axis < nd:
+                        ax = (axis % nd,)
+                        ps = {"axis": ax, "keepdims": keepdims}
+                        return bind_ran(p, x, v, run1(v, (("axis", ax), ("keepdims", keepdims)), ps), ps)
         x = _as_t(input_tensor)
         if _dt(x) not in dtypes:
             check_dtype(opname, x, dtypes)
@@ -830,6 +872,13 @@ def _cast_impl(x: Any, dtype: Any) -> Any:
 
 
 _cast_p = prim("cast", _cast_impl)
+_identity_p = PRIMS["identity"]
+# cast's dtype argument (a DType, a NumPy dtype or type, a name) -> the NumPy dtype, for the
+# fast path: filled by the general path once it has accepted the argument.
+# fast path: filled by the general path once it has accepted the argument. Only these argument
+# types (no ints or bools, which hash alike), and no 64-bit target (its check depends on x64).
+_CAST_TO: dict = {}
+_CAST_KEYS = frozenset({DType, str, type})
 
 
 def cast(x: Any, dtype: Any, name: str | None = None) -> Tensor:
@@ -842,8 +891,19 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Tensor:
         >>> tf.cast(tf.constant([1.7]), tf.int32).numpy().tolist()
         [1]
     """
+    v = fast_value(x)
+    if v is not None:
+        # A cast to a dtype seen before (its width checked then), of a tensor that is not a string.
+        to = _CAST_TO.get(dtype) if type(dtype) in _CAST_KEYS else None
+        if to is not None and v.dtype != _OBJECT:
+            if v.dtype == to:
+                return bind_ran(_identity_p, x, v, _identity_p.impl.run1(v))  # type: ignore[attr-defined]
+            ps = {"dtype": to}
+            return bind_ran(_cast_p, x, v, _cast_p.impl.run1(v, (("dtype", to),), ps), ps)  # type: ignore[attr-defined]
     d = as_dtype(dtype)
     check_width(d._np, "tf.cast to")
+    if d._np != _OBJECT and d._np not in _WIDE and type(dtype) in _CAST_KEYS and len(_CAST_TO) < 256:
+        _CAST_TO[dtype] = d._np
     x = _as_t(x)
     if _dt(x) == d._np:
         return bind(PRIMS["identity"], x) if d._np != _OBJECT else x

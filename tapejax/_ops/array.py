@@ -23,7 +23,7 @@ import numpy as np
 from jax import lax
 
 from .. import errors
-from .._core._recorder import Tensor, bind, state
+from .._core._recorder import Tensor, bind, bind_ran, state
 from ._dtypes import as_dtype, check_width, from_np, x64_enabled
 from ._machinery import (
     INT,
@@ -35,6 +35,7 @@ from ._machinery import (
     _export,
     _is_t,
     _static,
+    fast_value,
     norm_axis,
     prim,
     same_dtype,
@@ -347,6 +348,14 @@ def transpose(a: Any, perm: Any = None, conjugate: bool = False, name: str | Non
         >>> tf.transpose(tf.ones((2, 3))).shape
         TensorShape([3, 2])
     """
+    if perm is None and conjugate is False:
+        v = fast_value(a)
+        if v is not None:
+            # The default reversal of a concrete tensor: no permutation to check.
+            nd = v.ndim
+            ps = {"perm": tuple(range(nd - 1, -1, -1)), "conj": False}
+            run1 = _transpose_p.impl.run1  # type: ignore[attr-defined]
+            return bind_ran(_transpose_p, a, v, run1(v, tuple(sorted(ps.items())), ps), ps)
     a = _as_t(a)
     nd = a._value.ndim
     perm = tuple(range(nd - 1, -1, -1)) if perm is None else _ints(perm, "perm")

@@ -23,7 +23,7 @@ import numpy as np
 from jax import lax
 
 from .. import errors
-from .._core._recorder import Tensor, bind  # noqa: F401
+from .._core._recorder import Tensor, bind, bind_ran2  # noqa: F401
 from . import _tfgrad
 from ._machinery import (
     INEXACT,
@@ -35,6 +35,7 @@ from ._machinery import (
     _export,
     _is_t,
     check_dtype,
+    fast_value,
     norm_axis,
     prim,
     same_dtype,
@@ -51,6 +52,8 @@ def _mt(x: Any, t: bool, a: bool) -> Any:
 
 
 _matmul_p = prim("matmul", lambda a, b, ta, tb, aa, ab: jnp.matmul(_mt(a, ta, aa), _mt(b, tb, ab)))
+_MATMUL_PARAMS = {"ta": False, "tb": False, "aa": False, "ab": False}
+_MATMUL_KEY = tuple(sorted(_MATMUL_PARAMS.items()))
 
 
 def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, adjoint_a: bool = False,
@@ -63,6 +66,15 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
         >>> tf.matmul(tf.ones((2, 3)), tf.ones((3, 4))).shape
         TensorShape([2, 4])
     """
+    if not (transpose_a or transpose_b or adjoint_a or adjoint_b):
+        va, vb = fast_value(a), fast_value(b)
+        if va is not None and vb is not None:
+            # Two concrete matrices of one accepted dtype whose inner sizes agree: the checks below pass.
+            sa, sb = va.shape, vb.shape
+            if len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0] and va.dtype == vb.dtype and va.dtype in NUMERIC:
+                run2 = _matmul_p.impl.run2  # type: ignore[attr-defined]
+                return bind_ran2(_matmul_p, a, b, va, vb, run2(va, vb, _MATMUL_KEY, _MATMUL_PARAMS),
+                                 dict(_MATMUL_PARAMS))
     a, b = _binary_operands("MatMul", a, b)
     a, b = _as_t(a), _as_t(b)
     if (transpose_a and adjoint_a) or (transpose_b and adjoint_b):

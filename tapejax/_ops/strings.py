@@ -89,6 +89,10 @@ def _by_index(impl: Callable) -> Callable:
         return tuple(pick(o) for o in out) if isinstance(out, tuple | list) else pick(out)
 
     run.__wrapped__ = impl  # type: ignore[attr-defined]
+    # The op fast paths call these on concrete jaxlib arrays only (never strings): the kernel's own.
+    for attr in ("run1", "run2"):
+        if hasattr(impl, attr):
+            setattr(run, attr, getattr(impl, attr))
     return run
 
 
