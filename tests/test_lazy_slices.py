@@ -85,6 +85,18 @@ def draw_values(spec: dict, rng: np.random.Generator) -> list:
     return [rng.uniform(-1.0, 1.0, d["shape"]).astype(spec["dtype"]) for d in spec["inputs"]]
 
 
+def apply_ops(ops: list, pool: list, impl: int = 0) -> None:
+    """Append each op's result to ``pool``: ``impl`` 0 runs the tapejax op, 1 the jnp one."""
+    for op in ops:
+        if op[0] == "u":
+            pool.append(UNARY[op[1]][impl](pool[op[2]]))
+        elif op[0] == "b":
+            pool.append(BINARY[op[1]][impl](pool[op[2]], pool[op[3]]))
+        else:
+            c = op[3] if impl == 0 else jnp.asarray(op[3], pool[op[2]].dtype)
+            pool.append(BINARY[op[1]][impl](pool[op[2]], c))
+
+
 def run_tf(spec: dict, values: list) -> tuple:
     """The program under a tape: (target, gradients), as NumPy (None for a None gradient)."""
     if spec["dtype"] == "float64":
@@ -111,13 +123,7 @@ def _run_tf(spec: dict, values: list) -> tuple:
         if spec["extra_unconnected"]:
             tape.watch(unconnected)
             _ = unconnected * 2.0
-        for op in spec["ops"]:
-            if op[0] == "u":
-                pool.append(UNARY[op[1]][0](pool[op[2]]))
-            elif op[0] == "b":
-                pool.append(BINARY[op[1]][0](pool[op[2]], pool[op[3]]))
-            else:
-                pool.append(BINARY[op[1]][0](pool[op[2]], op[3]))
+        apply_ops(spec["ops"], pool)
         y = tf.reduce_sum(pool[-1])
     srcs = [made[i] if i < len(made) else pool[i] for i in spec["sources"]]
     if spec["extra_unconnected"]:
@@ -132,13 +138,7 @@ def run_jax(spec: dict, values: list) -> tuple:
 
     def f(*xs):
         pool = list(xs)
-        for op in spec["ops"]:
-            if op[0] == "u":
-                pool.append(UNARY[op[1]][1](pool[op[2]]))
-            elif op[0] == "b":
-                pool.append(BINARY[op[1]][1](pool[op[2]], pool[op[3]]))
-            else:
-                pool.append(BINARY[op[1]][1](pool[op[2]], jnp.asarray(op[3], pool[op[2]].dtype)))
+        apply_ops(spec["ops"], pool, 1)
         return jnp.sum(pool[-1])
 
     with jax.enable_x64(spec["dtype"] == "float64"):
@@ -237,13 +237,7 @@ def test_training_loop_with_updates_hits_and_matches_eager(lazy, seed):
         for _ in range(steps):
             with tf.GradientTape() as tape:
                 pool = [v * x for v, x in zip(variables, xs)]
-                for op in spec["ops"]:
-                    if op[0] == "u":
-                        pool.append(UNARY[op[1]][0](pool[op[2]]))
-                    elif op[0] == "b":
-                        pool.append(BINARY[op[1]][0](pool[op[2]], pool[op[3]]))
-                    else:
-                        pool.append(BINARY[op[1]][0](pool[op[2]], op[3]))
+                apply_ops(spec["ops"], pool)
                 y = tf.reduce_sum(pool[-1])
             srcs = [variables[i] for i in spec["sources"]]
             h0 = hits()
@@ -274,13 +268,7 @@ def test_persistent_tape_repeats_its_cut(lazy, seed):
         for t in ts:
             tape.watch(t)
         pool = list(ts)
-        for op in spec["ops"]:
-            if op[0] == "u":
-                pool.append(UNARY[op[1]][0](pool[op[2]]))
-            elif op[0] == "b":
-                pool.append(BINARY[op[1]][0](pool[op[2]], pool[op[3]]))
-            else:
-                pool.append(BINARY[op[1]][0](pool[op[2]], op[3]))
+        apply_ops(spec["ops"], pool)
         y = tf.reduce_sum(pool[-1])
         z = tf.reduce_sum(pool[len(ts)] * 3.0) if len(pool) > len(ts) else y
     want_y = run_jax(dict(spec, sources=list(range(len(ts)))), vals)[1]
@@ -300,13 +288,7 @@ def test_persistent_tape_repeats_its_cut(lazy, seed):
             for t in ts:
                 t2.watch(t)
             pool = list(ts)
-            for op in spec["ops"]:
-                if op[0] == "u":
-                    pool.append(UNARY[op[1]][0](pool[op[2]]))
-                elif op[0] == "b":
-                    pool.append(BINARY[op[1]][0](pool[op[2]], pool[op[3]]))
-                else:
-                    pool.append(BINARY[op[1]][0](pool[op[2]], op[3]))
+            apply_ops(spec["ops"], pool)
             zz = tf.reduce_sum(pool[len(ts)] * 3.0)
         return [None if g is None else g.numpy() for g in t2.gradient(zz, ts)]
 
