@@ -874,7 +874,6 @@ def _cast_impl(x: Any, dtype: Any) -> Any:
 _cast_p = prim("cast", _cast_impl)
 _identity_p = PRIMS["identity"]
 # cast's dtype argument (a DType, a NumPy dtype or type, a name) -> the NumPy dtype, for the
-# fast path: filled by the general path once it has accepted the argument.
 # fast path: filled by the general path once it has accepted the argument. Only these argument
 # types (no ints or bools, which hash alike), and no 64-bit target (its check depends on x64).
 _CAST_TO: dict = {}
