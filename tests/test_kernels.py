@@ -194,3 +194,25 @@ def test_a_jacobian_program_starts_fast_and_switches_to_the_full_one(limit, monk
         np.testing.assert_allclose(o, np.asarray(expected), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(outs[1], outs[2])
     assert ran[:3] == ["fast", "full", "hit"]
+
+
+def test_random_programs_on_large_inputs_agree_across_the_switch(limit):
+    # Every input "large" (limit 4, 5-element inputs): each new signature's first call runs the
+    # fast program and later ones the full one. 100 random programs, each gradient taken twice
+    # (across the switch), against jax.grad.
+    limit(4)
+    config.kernel_fast_first_calls = 1
+    config.replay_tier = "interpret"
+    rng = np.random.default_rng(20261127)
+    for case in range(100):
+        jax_fn, tf_fn = _random_program(rng, int(rng.integers(1, 9)))
+        a0, b0 = rng.normal(size=(2, 5)).astype(np.float32)
+        expected = jax.grad(jax_fn, argnums=(0, 1))(jnp.asarray(a0), jnp.asarray(b0))
+        for _ in range(2):
+            a, b = tf.Variable(a0), tf.Variable(b0)
+            with tf.GradientTape() as t:
+                y = tf_fn(a, b)
+            np.testing.assert_allclose(y.numpy(), np.asarray(jax_fn(jnp.asarray(a0), jnp.asarray(b0))), rtol=1e-5,
+                                       atol=1e-6, err_msg=f"case {case}")
+            for g, e in zip(t.gradient(y, [a, b], unconnected_gradients="zero"), expected):
+                np.testing.assert_allclose(g.numpy(), np.asarray(e), rtol=2e-5, atol=1e-6, err_msg=f"case {case}")
