@@ -169,7 +169,7 @@ def staged(fn: Callable) -> Callable:
             and not any(isinstance(a, _Tracer) for a in jax.tree_util.tree_leaves(args))
         ):
             calls[0] += 1
-            return fast(*args)
+            return _run(fast, full, args)  # (concrete arguments inside an outer trace: inlined)
         return full(*args)
 
     call.__wrapped__ = fn  # type: ignore[attr-defined]
