@@ -413,3 +413,58 @@ def test_concurrent_calls_of_a_random_function_draw_what_sequential_calls_draw()
     sequential = draws(False)
     assert len(set(sequential)) == 8
     assert draws(True) == sequential  # the same eight draws, whichever thread got which
+
+
+
+def test_autograph_parses_and_compiles_in_one_thread_at_a_time(monkeypatch):
+    # CPython 3.11-3.12 keeps the AST converter's recursion depth interpreter-wide: two threads
+    # inside ast.parse/compile at once, with a thread switch inside one of them (a collection
+    # running a finalizer), raised "SystemError: AST constructor recursion depth mismatch" out
+    # of a tf.function's first call. The wrappers below force that switch on every call and
+    # count how many threads are inside at once.
+    import ast
+    import time
+
+    from tapejax._tf import _autograph
+
+    inside = [0]
+    most = [0]
+    count_lock = threading.Lock()
+
+    def counted(real):
+        def wrapper(*a, **k):
+            with count_lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            try:
+                time.sleep(0.002)  # another thread runs here
+                return real(*a, **k)
+            finally:
+                with count_lock:
+                    inside[0] -= 1
+        return wrapper
+
+    monkeypatch.setattr(ast, "parse", counted(ast.parse))
+    monkeypatch.setattr(_autograph, "compile", counted(compile), raising=False)
+
+    def work(i: int) -> None:
+        for k in range(10):
+            def step(x, k=k):
+                y = x
+                for j in tf.range(3):
+                    if y[0] > 100.0:
+                        y = y - 1.0
+                    else:
+                        y = y * 2.0 + tf.cast(j, tf.float32)
+                return [y + k, {"s": tf.reduce_sum(y)}]
+
+            got = tf.autograph.to_graph(step)(tf.constant([float(i)]))
+            want = float(i)
+            for j in range(3):
+                want = want - 1.0 if want > 100.0 else want * 2.0 + j
+            np.testing.assert_allclose(got[0].numpy(), [want + k])
+            np.testing.assert_allclose(got[1]["s"].numpy(), want)
+            assert "if_stmt" in tf.autograph.to_code(step)
+
+    _run_threads(work, N_THREADS)
+    assert most[0] == 1, f"{most[0]} threads were inside ast.parse/compile at once"

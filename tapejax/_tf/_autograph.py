@@ -51,6 +51,7 @@ import itertools
 import os
 import sys
 import textwrap
+import threading
 import types
 import weakref
 from collections.abc import Callable
@@ -587,6 +588,11 @@ def converted_call(f: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# CPython 3.11-3.12 keeps the AST converter's recursion depth in interpreter-wide state, so
+# two threads inside ``ast.parse``/``compile`` at once (a thread switch happens when a
+# collection there runs a finalizer) can fail with "SystemError: AST constructor recursion
+# depth mismatch". Every parse and compile of this module runs under this lock.
+_ast_lock = threading.RLock()
 _failed: set = set()
 # Code objects autograph ran unconverted (no source, lambdas): a tensor used as a Python
 # bool there makes tapejax.function fall back to eager execution (with a warning).
@@ -609,7 +615,12 @@ def _convert_cached(fn: Any) -> Callable | None:
     if conv is not None:
         return conv
     try:
-        conv = _convert(fn)
+        with _ast_lock:
+            conv = _cache.get(fn)
+            if conv is not None:
+                return conv
+            conv = _convert(fn)
+            _cache[fn] = conv
     except (OSError, TypeError, SyntaxError, ConversionError) as e:
         key = getattr(fn, "__code__", fn)
         if isinstance(key, types.CodeType):
@@ -620,7 +631,6 @@ def _convert_cached(fn: Any) -> Callable | None:
             get_logger().warning("AutoGraph could not transform %s and will run it as-is. Cause: %s",
                             fn.__qualname__, e)
         return None
-    _cache[fn] = conv
     return conv
 
 
@@ -655,8 +665,9 @@ def to_code(entity: Callable, recursive: bool = True, experimental_optional_feat
         fn = fn.func
     if isinstance(fn, types.MethodType):
         fn = fn.__func__
-    node, _ = _transform(fn)
-    return ast.unparse(node)
+    with _ast_lock:
+        node, _ = _transform(fn)
+        return ast.unparse(node)
 
 
 def to_graph(entity: Callable, recursive: bool = True, experimental_optional_features: Any = None) -> Callable:
