@@ -692,3 +692,88 @@ def test_fast_path_keys_match_structure_and_values_match_jax_grad(a, b, how, dat
         f = lambda x, ops=ops: _build(jnp, ops, jnp.sin(x), x, jnp.float32(0.5))  # noqa: E731
         np.testing.assert_allclose(y, float(f(jnp.float32(x0))), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(g, float(jax.grad(f)(jnp.float32(x0))), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_chains_while_another_thread_forces_them(seed):
+    # One thread appends ops to its pending program while another reads earlier results, so
+    # the program runs at arbitrary points of the chain: an op then finds its program done (the
+    # fast path's locked check) and starts the next one. 60 chains of 10-30 random ops per seed
+    # (240 in all, each op a chance to race) on a watched tensor, a variable and its updates:
+    # every value as jax computes it, every gradient as jax.grad, the variable never half-updated.
+    import threading
+
+    rng = np.random.default_rng(seed)
+    ops = ["sin", "tanh", "mul", "add", "var_add", "var_mul", "square"]
+    import sys
+
+    old = config.get_execution()
+    old_switch = sys.getswitchinterval()
+    sys.setswitchinterval(2e-5)  # (thread switches inside the chain, not once per 5 ms)
+    config.set_execution("lazy")
+    try:
+        for _ in range(60):
+            prog = [(ops[i], float(rng.uniform(-1.5, 1.5))) for i in rng.integers(0, len(ops), rng.integers(10, 31))]
+            prog.insert(int(rng.integers(0, len(prog))), ("var_mul", 0.0))  # the variable is always used
+            x0 = rng.uniform(-1.0, 1.0, 3).astype(np.float32)
+            w0 = rng.uniform(-1.0, 1.0, 3).astype(np.float32)
+            lr = float(rng.uniform(0.01, 0.2))
+
+            def f(x, w):
+                outs = []
+                y = x
+                for name, c in prog:
+                    y = {"sin": jnp.sin, "tanh": jnp.tanh, "square": jnp.square}[name](y) if name in ("sin", "tanh", "square") \
+                        else y * c if name == "mul" else y + c if name == "add" else y + w if name == "var_add" else y * w
+                    outs.append(y)
+                return jnp.sum(y), outs
+
+            (_, want_outs), (gx, gw) = jax.value_and_grad(f, argnums=(0, 1), has_aux=True)(x0, w0)
+            x = tf.constant(x0)
+            v = tf.Variable(w0)
+            made: list = []
+            stop = threading.Event()
+            seen: list = []
+            errors: list = []
+
+            def reader():
+                try:
+                    while not stop.is_set():
+                        if made:
+                            k = int(rng.integers(0, len(made)))
+                            seen.append((k, np.asarray(made[k]._value)))
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errors.append(e)
+
+            th = threading.Thread(target=reader)
+            th.start()
+            try:
+                with tf.GradientTape() as tape:
+                    tape.watch(x)
+                    y = x
+                    for name, c in prog:
+                        y = tf.sin(y) if name == "sin" else tf.tanh(y) if name == "tanh" else tf.square(y) \
+                            if name == "square" else y * c if name == "mul" else y + c if name == "add" \
+                            else y + v if name == "var_add" else y * v
+                        made.append(y)
+                    loss = tf.reduce_sum(y)
+                gx_l, gw_l = tape.gradient(loss, [x, v])
+                v.assign_sub(lr * gw_l)
+            finally:
+                stop.set()
+                th.join()
+            assert not errors
+            def close(a, b):  # float32 through up to 31 ops: tolerances scaled to the values
+                b = np.asarray(b)
+                np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * (1.0 + float(np.max(np.abs(b)))))
+
+            for k, got in seen:
+                close(got, want_outs[k])
+            for k, t in enumerate(made):
+                close(t.numpy(), want_outs[k])
+            close(gx_l.numpy(), gx)
+            close(gw_l.numpy(), gw)
+            close(v.numpy(), w0 - np.float32(lr) * np.asarray(gw))
+    finally:
+        sys.setswitchinterval(old_switch)
+        config.set_execution(old)

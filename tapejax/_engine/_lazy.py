@@ -445,8 +445,14 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                 lt = LazyTensor(v) if type(v) is _Cell else Tensor(v)
                 read_variable(i, lt)
                 ids[k] = lt._id
-    with prog.lock:
+    # acquire/release, not ``with``: the context manager's two method calls cost more than
+    # the appends it guards (another thread may be running this program: it read a value).
+    lock = prog.lock
+    lock.acquire()
+    try:
         if prog.done:
+            lock.release()
+            lock = None
             return _lazy_bind(prim, args, params)
         if new_arr is not None:
             # Slots were given in order of first appearance, arrays and new scalars alike.
@@ -469,6 +475,9 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
             outs: Any = (t,)
         else:
             outs = tuple([LazyTensor(_new_cell(prog, oa, ok, ai)) for oa, ok, ai in zip(outs_av, out_keys, out_aids)])
+    finally:
+        if lock is not None:
+            lock.release()
     if rec and prim.recorded:
         in_ids = tuple(ids)
         eqn = None

@@ -91,11 +91,12 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
     kb = sb[-1] if (transpose_b or adjoint_b) else sb[-2]
     if ka != kb:
         raise errors.InvalidArgumentError(f"Matrix size-incompatible: In[0]: {list(sa)}, In[1]: {list(sb)} [Op:MatMul]")
-    try:
-        jnp.broadcast_shapes(sa[:-2], sb[:-2])
-    except ValueError:
-        raise errors.InvalidArgumentError(f"In[0] and In[1] must have compatible batch dimensions: {list(sa)} vs. {list(sb)} "
-                                          "[Op:BatchMatMulV2]") from None
+    if len(sa) > 2 or len(sb) > 2:  # (no batch axes: nothing to check, and the check costs µs per op)
+        try:
+            jnp.broadcast_shapes(sa[:-2], sb[:-2])
+        except ValueError:
+            raise errors.InvalidArgumentError(f"In[0] and In[1] must have compatible batch dimensions: {list(sa)} vs. "
+                                              f"{list(sb)} [Op:BatchMatMulV2]") from None
     return bind(_matmul_p, a, b, ta=bool(transpose_a), tb=bool(transpose_b), aa=bool(adjoint_a), ab=bool(adjoint_b))
 
 

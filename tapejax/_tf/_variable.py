@@ -166,7 +166,8 @@ class Variable(VariableBase):
                 f"Cannot update variable with shape {shapes[0]} using a Tensor with shape {shapes[1]}, shapes must "
                 f"be equal. Give {op} a value of the variable's shape (tf.broadcast_to or tf.reshape it first)."
             )
-        if self._shape is not None and not self._shape.is_compatible_with(v.shape):
+        # (An update's shape equals the value's, which the declared shape already admits.)
+        elif op == "assign" and self._shape is not None and not self._shape.is_compatible_with(v.shape):
             raise ValueError(
                 f"Cannot {op} value to variable '{self._name}': Shape mismatch. The variable shape {self._shape}, "
                 f"and the assigned value shape {TensorShape(v.shape)} are incompatible."
