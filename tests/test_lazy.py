@@ -777,3 +777,51 @@ def test_random_chains_while_another_thread_forces_them(seed):
     finally:
         sys.setswitchinterval(old_switch)
         config.set_execution(old)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_recorded_equations_kept_only_while_held(seed):
+    # A program's recorded equations are patched with the values when it runs, and only while
+    # something holds them: a tape that is still alive (its gradient, taken after the forward was
+    # read, uses them, against jax.grad) or a dropped tape (its equations must not keep their
+    # inputs as program outputs: only the handles still held leave the program). 120 random
+    # chains, each kept or dropped at random.
+    rng = np.random.default_rng(100 + seed)
+    old = config.get_execution()
+    config.set_execution("lazy")
+    try:
+        for _ in range(60):
+            cs = rng.uniform(-1.2, 1.2, int(rng.integers(3, 25)))
+            kinds = rng.integers(0, 3, len(cs))
+            x0 = rng.uniform(-1.0, 1.0, 2).astype(np.float32)
+
+            def f(x):
+                y = x
+                for c, k in zip(cs, kinds):
+                    y = jnp.sin(y) * c if k == 0 else jnp.tanh(y + c) if k == 1 else y * y * c
+                return jnp.sum(y)
+
+            want, gwant = jax.value_and_grad(f)(x0)
+            _lazy.flush()
+            x = tf.constant(x0)
+            keep = bool(rng.integers(0, 2))
+            with tf.GradientTape(persistent=True) as tape:
+                tape.watch(x)
+                y = x
+                for c, k in zip(cs, kinds):
+                    y = tf.sin(y) * float(c) if k == 0 else tf.tanh(y + float(c)) if k == 1 else y * y * float(c)
+                loss = tf.reduce_sum(y)
+            if not keep:
+                del tape
+            got = loss.numpy()  # runs the program
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * (1 + abs(float(want))))
+            live = next(reversed(_lazy._programs))[1]
+            if keep:
+                # Patched when the program ran (before the gradient, which would resolve them itself).
+                assert tape._tape.eqns and all(type(v) is not _lazy._Cell for e in tape._tape.eqns for v in e.in_vals)
+                g = tape.gradient(loss, x)
+                np.testing.assert_allclose(g.numpy(), gwant, rtol=1e-4, atol=1e-4 * (1 + float(np.max(np.abs(gwant)))))
+            else:
+                assert len(live) == 2  # y and loss, nothing the dropped tape's equations held
+    finally:
+        config.set_execution(old)

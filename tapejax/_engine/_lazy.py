@@ -34,7 +34,6 @@ import functools
 import itertools
 import sys
 import threading
-import weakref
 from typing import Any
 
 import jax
@@ -112,7 +111,6 @@ def LazyTensor(cell: _Cell) -> Tensor:  # noqa: N802  (it builds a Tensor; the n
 
 _new_tensor = Tensor.__new__
 _new_eqn = Eqn.__new__
-_weakref = weakref.ref
 _next_id = _recorder._next_id
 
 
@@ -143,7 +141,10 @@ class Program:
         self.key: list = []
         self.inputs: list = []
         self.cells: list[_Cell] = []
-        self.eqns: list[Any] = []  # weak references to recorded equations holding cells in ``in_vals``
+        # Recorded equations holding cells in ``in_vals``. Strong references, not weak ones (a
+        # weakref per recorded op was an allocation and a dereference per op): ``_execute``
+        # keeps only those something else still refers to, as a weak reference would.
+        self.eqns: list[Any] = []
         self.lock = threading.Lock()
         self.done = False
         self.error: BaseException | None = None
@@ -503,7 +504,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                 else:
                     eqn.out_ids = tuple([t._id for t in outs])
                     diff = [t._id for t, f in zip(outs, inexact) if f]
-                prog.eqns.append(_weakref(eqn))
+                prog.eqns.append(eqn)
             w.update(diff)
             te = tape.eqns
             sg = tape.sig
@@ -697,7 +698,7 @@ def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tup
             if eqn is None:
                 eqn = Eqn(prim, params, in_ids, tuple(vals), out_ids)
                 if has_cell:
-                    prog.eqns.append(weakref.ref(eqn))
+                    prog.eqns.append(eqn)
             te = tape.eqns
             sg = tape.sig
             if sg is not None and tape.sig_n == len(te):
@@ -764,13 +765,17 @@ def _execute(prog: Program) -> None:
         return
     _stats["deferred"] += len(prog.nodes)
     cells = prog.cells
-    eqns = [e for e in (r() for r in prog.eqns) if e is not None]
+    # The equations a tape (or anything else) still holds: 2 = the list and the call's argument.
+    # The others are dropped first, so the cells only they held are not kept as outputs.
+    held = prog.eqns
     prog.eqns = []
+    gr = sys.getrefcount
+    eqns = [held[k] for k in range(len(held)) if gr(held[k]) > 2]
+    del held
     # Only values something still refers to leave the program (a handle, a recorded
     # equation): the rest are intermediates XLA fuses away. 2 = the list and the call's
     # argument (indexing, not enumerate: its cached result tuple would hold one more).
-    gr = sys.getrefcount
-    live = tuple(k for k in range(len(cells)) if gr(cells[k]) > 2)
+    live = tuple([k for k in range(len(cells)) if gr(cells[k]) > 2])
     key = (tuple(prog.key), live)
     entry: Any = _programs.get(key)
     if entry is None or type(entry) is int:
