@@ -283,6 +283,11 @@ def _aval_id(key: tuple) -> int:
 
 
 _aval_ids: dict = {}
+# A program's wiring tuples, shared: a loop's programs repeat them step after step, and one object
+# less per pending op keeps a 200-op step's objects under the collector's generation-0 threshold
+# (700), so no collection runs in the step. Bounded: emptied past ``_SLOT_TUPLES_MAX``.
+_slot_tuples: dict = {}
+_SLOT_TUPLES_MAX = 100_000
 # Fast path's node table: (prim, frozen params, x64, wiring...) -> node (see ``_new_node``)
 _fast_nodes: dict = {}
 
@@ -465,7 +470,9 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                     arrs[id(v)] = n0 + k
             if new_sc is not None:
                 scalars.update(new_sc)
-        prog.nodes.append((prim, params, tuple(slots), len(outs_av)))
+        sl = tuple(slots)
+        sl = _slot_tuples.setdefault(sl, sl)
+        prog.nodes.append((prim, params, sl, len(outs_av)))
         prog.key.append(nid)
         if len(outs_av) == 1:
             c = _Cell(outs_av[0], out_keys[0], prog, nc, out_aids[0])
@@ -764,6 +771,8 @@ def _execute(prog: Program) -> None:
     if not prog.nodes:
         return
     _stats["deferred"] += len(prog.nodes)
+    if len(_slot_tuples) > _SLOT_TUPLES_MAX:
+        _slot_tuples.clear()
     cells = prog.cells
     # The equations a tape (or anything else) still holds: 2 = the list and the call's argument.
     # The others are dropped first, so the cells only they held are not kept as outputs.
