@@ -33,11 +33,14 @@ UNARY = ["negative", "abs", "sin", "cos", "tanh", "exp", "expm1", "log1p", "squa
          "sqrt", "rsqrt", "reciprocal", "round", "floor", "logical_not", "is_nan", "invert", "log_sigmoid"]
 REDUCE = ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_logsumexp",
           "reduce_variance", "reduce_std", "reduce_euclidean_norm", "reduce_any", "reduce_all"]
-BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "pow", "equal", "less"]
+BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "pow", "equal", "less", "squared_difference",
+          "atan2", "floormod", "greater_equal", "logical_and", "bitwise_and", "div_no_nan", "xlogy"]
 DTYPES = ["float32", "float16", "bfloat16", "int32", "int8", "uint8", "bool", "complex64"]
 # float32 most often: the common case the fast paths serve, where a fault would cost most.
 DRAW_DTYPES = DTYPES + ["float32"] * 4
 SHAPES = [(), (3,), (2, 3), (0,), (2, 0, 3), (1, 3)]
+# Over the kernels' default small-call limit (1024 elements): the large-call schedule, not the inline choice.
+LARGE = [(1100,), (3, 400)]
 
 
 def _array(rng: np.random.Generator, dtype: str, shape: tuple) -> np.ndarray:
@@ -87,7 +90,7 @@ def _call(rng: random.Random, nrng: np.random.Generator) -> tuple:
     """One random op call: (description, fn(*inputs), inputs)."""
     kind = rng.choice(["unary", "unary", "reduce", "reduce", "binary", "cast", "matmul", "transpose"])
     dtype = rng.choice(DRAW_DTYPES)
-    shape = rng.choice(SHAPES)
+    shape = rng.choice(SHAPES) if rng.random() < 0.95 else rng.choice(LARGE)
     x = _tensor(nrng, dtype, shape)
     if kind == "cast":
         to = rng.choice([tf.float32, tf.float16, tf.int32, tf.bool, tf.complex64, tf.uint8, tf.bfloat16, "float32",
@@ -124,7 +127,7 @@ def _call(rng: random.Random, nrng: np.random.Generator) -> tuple:
                 (lambda a, op=op, axis=axis, keepdims=keepdims: op(a, axis=axis, keepdims=keepdims)), [x])
     name = rng.choice(BINARY)
     op = M.OPS[name]
-    other_kind = rng.choice(["tensor", "tensor_b", "float", "int", "mixed"])
+    other_kind = rng.choice(["tensor", "tensor", "tensor_b", "float", "float", "int", "mixed", "other"])
     if other_kind == "tensor":
         y: Any = _tensor(nrng, dtype, shape)
     elif other_kind == "tensor_b":  # broadcasting
@@ -133,8 +136,10 @@ def _call(rng: random.Random, nrng: np.random.Generator) -> tuple:
         y = rng.choice([0.5, -2.0, 3.25])
     elif other_kind == "int":
         y = rng.choice([2, -1, 0, 2**40])
-    else:
+    elif other_kind == "mixed":
         y = _tensor(nrng, rng.choice(DTYPES), shape)  # mismatched dtypes: the error must agree
+    else:  # values the fast paths leave to the general one
+        y = rng.choice([True, 1.5 + 1j, np.float32(2.0), [1.0, 2.0, 3.0], 2**31, -(2**31) - 1, -(2**31)])
     args = [x, y] if rng.random() < 0.8 else [y, x]
     return (name, dtype, shape, other_kind), (lambda a, b, op=op: op(a, b)), args
 
@@ -222,54 +227,157 @@ def test_fast_and_general_paths_agree_on_random_programs():
     assert not bad, bad[:3]
 
 
+def _generated_fast_namespaces() -> list:
+    # The namespaces of the TF-signature functions with a fast path in them (``_machinery.define``).
+    seen, out = set(), []
+    for op in M.OPS.values():
+        g = getattr(op, "__globals__", None)
+        if g is not None and "_p" in g and "_M" in g and id(g) not in seen:
+            seen.add(id(g))
+            out.append(g)
+    return out
+
+
 @pytest.mark.skipif(os.environ.get("TAPEJAX_EXECUTION") == "lazy", reason="no fast path runs in lazy mode to plant a fault in")
 def test_the_harness_finds_a_1_in_200_bug(monkeypatch):
     # A fault in one fast-path result of 200 (a value off by one, or an extra axis on an empty
-    # result): the same random program must report it.
-    real = M.bind_ran
+    # result): the same random program must report it. The fault goes where only the fast paths
+    # look: the kernel entries bound into the generated signatures, cast's and transpose's
+    # ``bind_ran``, matmul's ``run2``; the general path reaches the kernels through the prims.
+    from tapejax._ops import array as A
+    from tapejax._ops import linalg as L
+
     count = [0]
 
-    def faulty(prim: Any, x: Any, v: Any, out: Any, params: Any = None) -> Any:
+    def spoil(out: Any) -> Any:
         count[0] += 1
         if count[0] % 200 == 0:
             out = out[..., None] if out.size == 0 else ~out if out.dtype == jnp.bool_ else out + 1
-        return real(prim, x, v, out, params)
+        return out
 
-    monkeypatch.setattr(M, "bind_ran", faulty)
+    def faulty_kernel(real: Any) -> Any:
+        return lambda *a, **k: spoil(real(*a, **k))
+
+    def faulty_bind_ran(real: Any) -> Any:
+        return lambda prim, x, v, out, params=None: real(prim, x, v, spoil(out), params)
+
+    namespaces = _generated_fast_namespaces()
+    assert len(namespaces) > 40  # unary, binary and reduction signatures
+    for g in namespaces:
+        for k in ("_fast", "_call", "_run1"):
+            if k in g:
+                monkeypatch.setitem(g, k, faulty_kernel(g[k]))
+    monkeypatch.setattr(M, "bind_ran", faulty_bind_ran(M.bind_ran))
+    monkeypatch.setattr(A, "bind_ran", faulty_bind_ran(A.bind_ran))
+    monkeypatch.setattr(L, "_matmul_run2", faulty_kernel(L._matmul_run2))
     found = _program(seed=19, n=900, check_jax=False)
     assert count[0] >= 200, count  # the fast path ran often enough for the fault to be planted
-    assert found  # the fast path ran often enough for the fault to be planted
+    assert found  # and the comparison reported it
 
 
 def test_the_fast_path_is_taken_for_the_common_case(monkeypatch):
-    # Not a vacuous comparison: the common calls reach bind_ran (eager only; lazy mode binds generally).
+    # Not a vacuous comparison: the common calls never reach the general ``bind`` (eager only;
+    # lazy mode binds generally), with or without a tape.
     from tapejax._ops import array as A
     from tapejax._ops import linalg as L
 
     seen = []
-
-    def spy(mod: Any, attr: str) -> None:
-        real = getattr(mod, attr)
-        monkeypatch.setattr(mod, attr, lambda p, *a: seen.append(p.name) or real(p, *a))
-
-    spy(M, "bind_ran")
-    spy(A, "bind_ran")
-    spy(L, "bind_ran2")
+    for g in [vars(M), vars(A), vars(L)] + _generated_fast_namespaces():
+        if "_body" in g:  # a generated signature's general body reaches ``bind`` through the module
+            continue
+        real = g["bind"]
+        monkeypatch.setitem(g, "bind", lambda p, *a, real=real, **k: seen.append(p.name) or real(p, *a, **k))
     x = tf.constant([1.0, -2.0, 3.0])
     m = tf.constant([[1.0, -2.0]])
     tf.cast(x, tf.float16)  # (the first cast to a dtype argument takes the general path)
+    calls = [lambda: M.OPS["sin"](x), lambda: M.OPS["reduce_sum"](x), lambda: M.OPS["reduce_mean"](x, axis=0, keepdims=True),
+             lambda: tf.cast(x, tf.float16), lambda: tf.transpose(m), lambda: tf.matmul(m, tf.transpose(m)),
+             lambda: x + 1.0, lambda: 2 * x, lambda: x * x, lambda: x - x, lambda: x ** 2.0, lambda: tf.exp(x)]
+    for c in calls:
+        c()  # each signature seen once
     seen.clear()
-    got = [M.OPS["sin"](x), M.OPS["reduce_sum"](x), M.OPS["reduce_mean"](x, axis=0, keepdims=True),
-           tf.cast(x, tf.float16), tf.transpose(m), tf.matmul(m, tf.transpose(m))]
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        got = [c() for c in calls]
+        loss = M.OPS["reduce_sum"](got[7]) + M.OPS["reduce_sum"](got[8]) + M.OPS["reduce_sum"](got[11])
     np.testing.assert_allclose(got[0].numpy(), np.sin([1.0, -2.0, 3.0]), rtol=1e-6)
     np.testing.assert_allclose(got[1].numpy(), 2.0)
     assert got[2].shape == (1,)
     assert got[3].dtype == tf.float16 and got[4].shape == (2, 1)
     np.testing.assert_allclose(got[5].numpy(), [[5.0]])
+    np.testing.assert_allclose([g.numpy() for g in got[6:11]], [[2.0, -1.0, 4.0], [2.0, -4.0, 6.0], [1.0, 4.0, 9.0],
+                                                                 [0.0, 0.0, 0.0], [1.0, 4.0, 9.0]])
+    # The tape recorded the ops watching x and differentiates them.
+    grad = tape.gradient(loss, x)
+    np.testing.assert_allclose(grad.numpy(), 2.0 + 2 * np.array([1.0, -2.0, 3.0]) + np.exp([1.0, -2.0, 3.0]), rtol=1e-6)
     if _recorder.lazy_bind is None:
-        assert seen == ["sin", "reduce_sum", "reduce_mean", "cast", "transpose", "transpose", "matmul"]
-    else:
         assert seen == []
+    else:
+        assert len(seen) >= len(calls)
+
+
+def test_weak_scalars_dtypes_and_errors_agree_with_the_general_path():
+    # Each operand order and scalar kind the binary fast path serves, and those it leaves to the
+    # general path (bools, complex, NumPy scalars, ints past int32, mismatched dtypes).
+    xs = [tf.constant([1.5, -2.0], dtype=d) for d in (tf.float32, tf.float16, tf.bfloat16, tf.complex64)]
+    xs += [tf.constant([3, 4], dtype=d) for d in (tf.int32, tf.int8, tf.uint8)]
+    scalars = [0.5, 2, -3, 2**31 - 1, -(2**31), 2**31, True, 1j, np.float32(2.0), None]
+    for op in ("add", "subtract", "multiply", "divide", "maximum", "pow", "less", "floormod"):
+        for x in xs:
+            for c in scalars:
+                y: Any = xs[0] if c is None else c
+                for args in ((x, y), (y, x)):
+                    a = _run_case(lambda a, b, op=op: M.OPS[op](a, b), list(args), "none", True)
+                    b = _run_case(lambda a, b, op=op: M.OPS[op](a, b), list(args), "none", False)
+                    assert a == b, (op, args)
+    # A Python scalar joins weakly: the tensor's dtype wins, and the result is not weak.
+    r = tf.constant([1.0], tf.float16) + 1e-3
+    assert r.dtype == tf.float16 and not r._value.weak_type
+
+
+@pytest.mark.skipif(os.environ.get("TAPEJAX_EXECUTION") == "lazy", reason="lazy mode binds generally")
+def test_concrete_tensors_inside_an_outer_jax_trace_are_inlined():
+    # A fast-compiled program cannot run inside another trace (JAX refuses its options): the
+    # fast path hands the call to the kernel, which inlines it, as the general path does.
+    x = tf.constant([0.5, 1.0, 2.0])
+    m = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+
+    def f(a: Any) -> Any:
+        ops = [M.OPS["sin"](x), x * 2.0, 3.0 - x, x * x, M.OPS["reduce_sum"](x), M.OPS["reduce_max"](m, axis=1)]
+        return a * sum(jnp.sum(o._value) for o in ops) + jnp.sum(tf.matmul(m, m)._value)
+
+    got = jax.jit(f)(jnp.float32(2.0))
+    want = 2.0 * (np.sin([0.5, 1.0, 2.0]).sum() + 7.0 + 9.0 - 3.5 + 5.25 + 3.5 + 6.0) + 54.0
+    np.testing.assert_allclose(float(got), want, rtol=1e-5)
+
+
+@pytest.mark.skipif(os.environ.get("TAPEJAX_EXECUTION") == "lazy", reason="lazy mode binds generally")
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the fast programs are XLA:CPU's")
+def test_a_remembered_signature_follows_the_kernel_settings():
+    # The unary fast path remembers the last small signature: a changed limit must still decide
+    # the program as the kernel does (the fast one for small calls, the full one when off).
+    from tapejax import config
+
+    op = M.OPS["cosh"]
+    k = M.PRIMS["cosh"].impl
+    n = int(np.random.default_rng().integers(700, 1000))  # a shape no other test compiles
+    x = tf.constant(np.linspace(-1, 1, n, dtype=np.float32))
+    sizes = lambda: (k.fast._cache_size(), k.full._cache_size())  # noqa: E731
+    saved = config.kernel_fast_compile_elements
+    try:
+        config.kernel_fast_compile_elements = 1024
+        f0, g0 = sizes()
+        for _ in range(3):
+            np.testing.assert_allclose(op(x).numpy(), np.cosh(x.numpy()), rtol=1e-6)
+        assert sizes() == (f0 + 1, g0)
+        config.kernel_fast_compile_elements = 0  # off: the full program
+        np.testing.assert_allclose(op(x).numpy(), np.cosh(x.numpy()), rtol=1e-6)
+        assert sizes() == (f0 + 1, g0 + 1)
+        config.kernel_fast_compile_elements = 1024  # back: the remembered signature, no new program
+        np.testing.assert_allclose(op(x).numpy(), np.cosh(x.numpy()), rtol=1e-6)
+        assert sizes() == (f0 + 1, g0 + 1)
+    finally:
+        config.kernel_fast_compile_elements = saved
 
 
 def test_the_per_op_benchmark_compares_equal_computations():

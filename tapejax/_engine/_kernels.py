@@ -217,7 +217,8 @@ def kernel(impl: Callable) -> Callable:
     def run1(v: Any, key: tuple = (), params: dict | None = None) -> Any:
         # ``call(v, **params)`` for one concrete jaxlib array ``v`` (the caller tested its
         # type), with ``key`` the sorted ``params`` items precomputed by the op's fast path:
-        # the same program choice as ``call`` without the argument loop and key building.
+        # the same program choice as ``call`` without the argument loop and key building
+        # (the shape read from the aval: ``v.shape`` is a Python property over it).
         if key:
             pair = by_params.get(key)
             if pair is None:
@@ -227,25 +228,37 @@ def kernel(impl: Callable) -> Callable:
             f, g = fast, full
         limit = _config.kernel_fast_compile_elements
         if limit > 0 and (_on_cpu[0] if _on_cpu else _cpu()):
-            sh = v.shape
+            sh = v.aval.shape
             if not sh or (sh[0] <= limit if len(sh) == 1 else math.prod(sh) <= limit) or _large(seen, key or None, (v,)):
-                return _run(f, g, (v,))
+                try:
+                    return f(v)
+                except ValueError as e:
+                    if "compiler_options" not in str(e):  # (as ``_run``)
+                        raise
+                    return g(v)
         return g(v)
 
-    def run2(a: Any, b: Any, key: tuple, params: dict) -> Any:
+    def run2(a: Any, b: Any, key: tuple = (), params: dict | None = None) -> Any:
         # ``run1`` for two concrete jaxlib arrays.
-        pair = by_params.get(key)
-        if pair is None:
-            return call(a, b, **params)
+        if key:
+            pair = by_params.get(key)
+            if pair is None:
+                return call(a, b, **params)  # type: ignore[arg-type]
+            f, g = pair
+        else:
+            f, g = fast, full
         limit = _config.kernel_fast_compile_elements
         if limit > 0 and (_on_cpu[0] if _on_cpu else _cpu()) and (
-            (math.prod(a.shape) <= limit and math.prod(b.shape) <= limit) or _large(seen, key, (a, b))
+            (math.prod(a.aval.shape) <= limit and math.prod(b.aval.shape) <= limit) or _large(seen, key or None, (a, b))
         ):
-            return _run(pair[0], pair[1], (a, b))
-        return pair[1](a, b)
+            return _run(f, g, (a, b))
+        return g(a, b)
 
     call.__name__ = getattr(impl, "__name__", "impl")
     call.__wrapped__ = impl  # type: ignore[attr-defined]
     call.run2 = run2  # type: ignore[attr-defined]
     call.run1 = run1  # type: ignore[attr-defined]
+    # The parameter-free programs, for the op layer's generated fast paths, which make the
+    # small-call choice inline and hand any other call to ``call`` (``_ops._machinery``).
+    call.fast, call.full = fast, full  # type: ignore[attr-defined]
     return call

@@ -20,6 +20,8 @@ function; ``JAX_NAMES`` says which JAX function each maps to (for
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +33,7 @@ from jax import lax
 
 from .. import errors
 from .._core import _recorder as _rec
-from .._core._recorder import Primitive, Tensor, VariableBase, bind, bind_ran, state
+from .._core._recorder import Primitive, Tensor, VariableBase, bind, bind_ran, bind_ran2, state
 from .._engine import _kernels
 from . import _tfgrad
 from ._dtypes import _WIDE, DType, as_dtype, check_width, from_np, x64_enabled
@@ -65,6 +67,156 @@ def fast_value(x: Any) -> Any:
         if type(v) is _Array:
             return v
     return None
+
+
+def fast_values(x: Any, y: Any) -> tuple | None:
+    """``(fast_value(x), fast_value(y))`` where both are arrays, else None (one thread-local lookup)."""
+    if (type(x) is Tensor and type(y) is Tensor and FAST_PATHS and _rec.lazy_bind is None and x._lz is None
+            and y._lz is None and not state.__dict__["accumulators"]):
+        vx, vy = x._value, y._value
+        if type(vx) is _Array and type(vy) is _Array:
+            return vx, vy
+    return None
+
+# The op fast paths generated into the TF-signature functions (``define``): a concrete eager
+# Tensor of an accepted dtype runs its kernel's parameter-free fast program when every input is
+# small (``_engine._kernels``: the choice ``_mode`` makes), any other call goes through the kernel's
+# ``call`` (the exact choice, the large-call schedule included), and the result is wrapped and
+# recorded as ``bind`` does. The value's shape and dtype are read from its aval (``v.shape`` and
+# ``v.dtype`` are Python properties over it), and the thread's recorder state from its dict (one
+# thread-local lookup, not one per attribute). Anything else falls through to the general body.
+_FAST_NS: dict[str, Any] = {
+    "_T": Tensor, "_A": _Array, "_R": _rec, "_st": state, "_cfg": _kernels._config, "_oc": _kernels._on_cpu,
+    "_prod": math.prod, "_bind_ran": bind_ran, "_bind_ran2": bind_ran2, "_record": _rec.record,
+}
+_FAST_NS["_M"] = sys.modules[__name__]  # (``FAST_PATHS`` is read at call time)
+
+# ``{0}`` the tensor; the kernel's programs ``_fast`` and ``_call``, the prim ``_p``, the dtypes ``_dts``.
+# A jaxlib array's aval is shared by the arrays of one signature (a program's outputs, constants),
+# so the op remembers in ``_ok`` the last aval it found of an accepted dtype and small under the
+# current limit (a tuple: replaced whole, as threads may race): the next call of that signature
+# skips the dtype and size tests. (A lazy tensor's ``_value`` is computed on reading: eager mode
+# binds its value as ``bind`` would.)
+_UNARY_FAST = """\\
+    if type({0}) is _T and _M.FAST_PATHS and _R.lazy_bind is None:
+        st = _st.__dict__
+        if not st["accumulators"]:
+            v = {0}._value
+            if type(v) is _A:
+                av = v.aval
+                c = _ok[0]
+                if av is c[0] and c[1] == _cfg.kernel_fast_compile_elements:
+                    try:
+                        out = _fast(v)
+                    except ValueError:  # (inside an outer trace: ``call`` inlines it)
+                        out = _call(v)
+                elif av.dtype in _dts:
+                    sh = av.shape
+                    lim = _cfg.kernel_fast_compile_elements if _oc and _oc[0] else 0
+                    if lim > 0 and (not sh or (sh[0] if len(sh) == 1 else _prod(sh)) <= lim):
+                        _ok[0] = (av, lim)
+                    out = _call(v)
+                else:
+                    return _body({0})
+                if st["recording"]:
+                    return _bind_ran(_p, {0}, v, out)
+                return _T(out)
+"""
+
+# Two tensors of one accepted dtype (``_dts``), or a tensor and a Python float or int32-range int
+# beside a floating tensor (``_fdts``: the dtypes ``_other`` keeps such a scalar as it is, weakly
+# typed, in either operand position).
+_SMALL = "(not {0} or ({0}[0] if len({0}) == 1 else _prod({0})) <= lim)"
+_BINARY_FAST = """\
+    tx = type({0})
+    ty = type({1})
+    if (tx is _T or ty is _T) and _M.FAST_PATHS and _R.lazy_bind is None:
+        st = _st.__dict__
+        if not st["accumulators"]:
+            lim = _cfg.kernel_fast_compile_elements if _oc and _oc[0] else 0
+            if tx is ty:
+                vx = {0}._value
+                vy = {1}._value
+                if type(vx) is _A and type(vy) is _A:
+                    ax = vx.aval
+                    ay = vy.aval
+                    d = ax.dtype
+                    if d == ay.dtype and d in _dts:
+                        sx = ax.shape
+                        sy = ay.shape
+                        if lim > 0 and SMALLX and SMALLY:
+                            try:
+                                out = _fast(vx, vy)
+                            except ValueError:
+                                out = _call(vx, vy)
+                        else:
+                            out = _call(vx, vy)
+                        if st["recording"]:
+                            return _bind_ran2(_p, {0}, {1}, vx, vy, out, {{}})
+                        return _T(out)
+            elif tx is _T:
+                if ty is float or (ty is int and -2147483648 <= {1} < 2147483648):
+                    vx = {0}._value
+                    if type(vx) is _A:
+                        ax = vx.aval
+                        if ax.dtype in _fdts:
+                            sx = ax.shape
+                            if lim > 0 and SMALLX:
+                                try:
+                                    out = _fast(vx, {1})
+                                except ValueError:
+                                    out = _call(vx, {1})
+                            else:
+                                out = _call(vx, {1})
+                            t = _T(out)
+                            if st["recording"]:
+                                _record(_p, {{}}, ({0}._id, None), (vx, {1}), (t,))
+                            return t
+            elif tx is float or (tx is int and -2147483648 <= {0} < 2147483648):
+                vy = {1}._value
+                if type(vy) is _A:
+                    ay = vy.aval
+                    if ay.dtype in _fdts:
+                        sy = ay.shape
+                        if lim > 0 and SMALLY:
+                            try:
+                                out = _fast({0}, vy)
+                            except ValueError:
+                                out = _call({0}, vy)
+                        else:
+                            out = _call({0}, vy)
+                        t = _T(out)
+                        if st["recording"]:
+                            _record(_p, {{}}, (None, {1}._id), ({0}, vy), (t,))
+                        return t
+""".replace("SMALLX", _SMALL.format("sx")).replace("SMALLY", _SMALL.format("sy"))
+
+# A reduction over every axis or one int axis in range, ``keepdims`` a bool: the parameters
+# ``norm_axis`` would give, and the kernel's ``run1`` for the program of that parameter set.
+_REDUCE_FAST = """\
+    x = {0}
+    if type(x) is _T and ({2} is False or {2} is True) and _M.FAST_PATHS and _R.lazy_bind is None:
+        st = _st.__dict__
+        if not st["accumulators"]:
+            v = x._value
+            if type(v) is _A:
+                av = v.aval
+                if av.dtype in _dts:
+                    if {1} is None:
+                        ps = {{"axis": None, "keepdims": {2}}}
+                        out = _run1(v, (("axis", None), ("keepdims", {2})), ps)
+                    else:
+                        nd = len(av.shape)
+                        if type({1}) is not int or not -nd <= {1} < nd:
+                            return _body({0}, {1}, {2})
+                        ax = ({1} % nd,)
+                        ps = {{"axis": ax, "keepdims": {2}}}
+                        out = _run1(v, (("axis", ax), ("keepdims", {2})), ps)
+                    if st["recording"]:
+                        return _bind_ran(_p, x, v, out, ps)
+                    return _T(out)
+"""
+
 
 def _export(fn: Callable, *names: str, jax_name: str | None = None) -> Callable:
     for n in names:
@@ -160,12 +312,15 @@ def check_dtype(opname: str, x: Any, allowed: frozenset) -> None:
 # ---- building functions with TF's signatures --------------------------------------
 
 
-def define(fname: str, params: list, body: Callable, doc: str = "") -> Callable:
+def define(fname: str, params: list, body: Callable, doc: str = "", fast: tuple[str, dict] | None = None) -> Callable:
     """A function ``fname(<params>, name=None)`` that calls ``body(<params>)``.
 
     ``params`` is a list of names or ``(name, default)`` pairs; the generated
     function has a real signature, so keyword calls (``features=x``) and
-    ``help()`` work as in TF.
+    ``help()`` work as in TF. ``fast`` is an op's fast path: source lines (indented
+    one level; ``{0}``, ``{1}``... stand for the parameter names) run before ``body``,
+    and the names they use (besides :data:`_FAST_NS`). In the signature itself, a
+    common call pays one Python frame, not one for the signature and one for ``body``.
     """
     parts = []
     passes = []
@@ -181,7 +336,12 @@ def define(fname: str, params: list, body: Callable, doc: str = "") -> Callable:
         passes.append(n)
     if "name" not in passes:
         parts.append("name=None")
-    src = f"def {fname}({', '.join(parts)}):\n    return _body({', '.join(passes)})\n"
+    pre = ""
+    if fast is not None:
+        pre = fast[0].format(*passes)
+        ns.update(_FAST_NS)
+        ns.update(fast[1])
+    src = f"def {fname}({', '.join(parts)}):\n{pre}    return _body({', '.join(passes)})\n"
     exec(src, ns)  # noqa: S102  (a fixed template; only identifiers from the tables are spliced in)
     fn = ns[fname]
     fn.__doc__ = doc
@@ -221,19 +381,15 @@ def unary(
     keys = [k for k, _ in params]
 
     body: Callable[..., Tensor]
+    fast: tuple[str, dict] | None = None
     if not params:
-        run1 = p.impl.run1  # type: ignore[attr-defined]
+        if convert is None:
+            fast = (_UNARY_FAST, {"_p": p, "_dts": dtypes, "_fast": p.impl.fast, "_call": p.impl,  # type: ignore[attr-defined]
+                                  "_ok": [(None, 0)]})
 
         def plain(x: Any) -> Tensor:
-            if type(x) is Tensor and convert is None:
-                # The common cases, before the general conversion and checks: a concrete eager
-                # tensor runs its kernel directly; any other tensor of an accepted dtype binds.
-                if FAST_PATHS and _rec.lazy_bind is None and x._lz is None and not state.accumulators:
-                    v = x._value
-                    if type(v) is _Array and v.dtype in dtypes:
-                        return bind_ran(p, x, v, run1(v))
-                if x._aval.dtype in dtypes:
-                    return bind(p, x)
+            if type(x) is Tensor and convert is None and x._aval.dtype in dtypes:
+                return bind(p, x)  # (any other tensor of an accepted dtype: no conversion or check)
             x = convert(x) if convert else _as_t(x)
             if _dt(x) not in dtypes:
                 check_dtype(opname, x, dtypes)
@@ -253,7 +409,7 @@ def unary(
     public = names[0] if names else name
     sample = _sample(dtypes, "tf.constant([0.5])", "tf.constant([True])", "tf.constant([1])")
     op = define(name, [arg, *params], body, _doc(f"Elementwise ``{public}``, as ``tf.{public}`` (recorded on the tape).",
-                                                  f"tf.{public}({sample}).shape\n    TensorShape([1])"))
+                                                  f"tf.{public}({sample}).shape\n    TensorShape([1])"), fast)
     OPS[name] = op
     return _export(op, *(names or (name,)), jax_name=jax_name or _jax_name(impl))
 
@@ -542,15 +698,19 @@ def binary(
     dtypes: frozenset = ANY,
     jax_name: str | None = None,
     check: Callable | None = None,
+    check_dtypes: frozenset = ANY,
 ) -> Callable:
+    """An elementwise op ``impl(x, y)`` with TF's dtype rules (``_binary_operands``); ``check(x, y)``
+    is an extra test, which matters only for an operand of ``check_dtypes`` (the fast path skips it)."""
     p = prim(name, impl, differentiable)
     opname = tf_name or name.capitalize()
+    fdts = dtypes if check is None else dtypes - check_dtypes
 
     def body(x: Any, y: Any) -> Tensor:
         if check is None and type(x) is Tensor and FAST_PATHS:
-            # The common cases answered before the general checks (the per-op cost of eager and
-            # lazy code): a tensor and a Python float (``_other`` keeps it as it is beside a
-            # floating tensor), or two tensors of one dtype.
+            # The common cases answered before the general checks (lazy tensors; concrete ones take
+            # the signature's fast path): a tensor and a Python float (``_other`` keeps it as it is
+            # beside a floating tensor), or two tensors of one dtype.
             ty = type(y)
             if ty is float:
                 d = x._aval.dtype
@@ -569,10 +729,12 @@ def binary(
         return bind(p, x, y)
 
     public = names[0] if names else name
+    fast = (_BINARY_FAST, {"_p": p, "_dts": fdts, "_fdts": fdts & _FLOATING, "_fast": p.impl.fast,  # type: ignore[attr-defined]
+                           "_call": p.impl})
     op = define(name, ["x", "y"], body, _doc(
         f"Elementwise ``{public}`` with broadcasting; both operands must share a dtype, as in TF.",
         f"tf.{public}(" + _sample(dtypes, "tf.constant([2.0]), tf.constant([3.0])", "tf.constant([True]), tf.constant([False])",
-                                  "tf.constant([2]), tf.constant([3])") + ").shape\n    TensorShape([1])"))
+                                  "tf.constant([2]), tf.constant([3])") + ").shape\n    TensorShape([1])"), fast)
     OPS[name] = op
     return _export(op, *(names or (name,)), jax_name=jax_name or _jax_name(impl))
 
@@ -666,7 +828,7 @@ _BINARY = [
 for _name, _impl, _tfn, _dts, *_names in _BINARY:
     binary(_name, _impl, *_names, tf_name=_tfn, dtypes=_dts)
 binary("pow", _pow, "pow", "math.pow", tf_name="Pow", dtypes=NUMERIC, jax_name="jax.numpy.power (TF gradient formula)",
-       check=_check_int_pow)
+       check=_check_int_pow, check_dtypes=INT)
 
 for _name, _impl, _tfn, _dts, *_names in [
     ("equal", jnp.equal, "Equal", ANY, "equal", "math.equal"),
@@ -734,26 +896,8 @@ def reduction(
     """A reduction ``impl(x, axis, keepdims)`` with TF's ``(input_tensor, axis=None, keepdims=False)``."""
     p = prim(name, impl, differentiable)
     opname = tf_name or name
-    run1 = p.impl.run1  # type: ignore[attr-defined]
 
     def body(input_tensor: Any, axis: Any, keepdims: Any) -> Tensor:
-        x = input_tensor
-        if (type(x) is Tensor and FAST_PATHS and _rec.lazy_bind is None and x._lz is None and not state.accumulators
-                and (keepdims is False or keepdims is True)):
-            # The common case (a concrete eager tensor, no axis or one int axis in range): the
-            # kernel runs with the parameters ``norm_axis`` would give, without the general path.
-            v = x._value
-            if type(v) is _Array and v.dtype in dtypes:
-                ps: dict[str, Any]
-                if axis is None:
-                    ps = {"axis": None, "keepdims": keepdims}
-                    return bind_ran(p, x, v, run1(v, (("axis", None), ("keepdims", keepdims)), ps), ps)
-                if type(axis) is int:
-                    nd = v.ndim
-                    if -nd <= axis < nd:
-                        ax = (axis % nd,)
-                        ps = {"axis": ax, "keepdims": keepdims}
-                        return bind_ran(p, x, v, run1(v, (("axis", ax), ("keepdims", keepdims)), ps), ps)
         x = _as_t(input_tensor)
         if _dt(x) not in dtypes:
             check_dtype(opname, x, dtypes)
@@ -762,7 +906,8 @@ def reduction(
     op = define(name, ["input_tensor", ("axis", None), ("keepdims", False)], body,
                 _doc(f"``{names[0]}`` over ``axis`` (every axis when None), as in TF.",
                      f"tf.{names[0]}({_sample(dtypes, 'tf.ones((2, 3))', 'tf.ones((2, 3), tf.bool)', 'tf.ones((2, 3), tf.int32)')}, "
-                     "axis=1).shape\n    TensorShape([2])"))
+                     "axis=1).shape\n    TensorShape([2])"),
+                (_REDUCE_FAST, {"_p": p, "_dts": dtypes, "_run1": p.impl.run1}))  # type: ignore[attr-defined]
     OPS[name] = op
     return _export(op, *names, jax_name=jax_name or _jax_name(impl))
 

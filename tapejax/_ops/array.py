@@ -1071,7 +1071,8 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
     xv, yv = same_dtype("SelectV2", x, y)
     shapes = [tuple(t._value.shape) for t in (c, xv, yv)]
     try:
-        jnp.broadcast_shapes(*shapes)
+        if not shapes[0] == shapes[1] == shapes[2]:  # (equal shapes broadcast: jnp's check costs µs)
+            jnp.broadcast_shapes(*shapes)
     except ValueError:
         raise errors.InvalidArgumentError(
             f"condition {list(shapes[0])}, then {list(shapes[1])}, and else {list(shapes[2])} must be broadcastable "

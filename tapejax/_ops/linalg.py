@@ -23,7 +23,7 @@ import numpy as np
 from jax import lax
 
 from .. import errors
-from .._core._recorder import Tensor, bind, bind_ran2  # noqa: F401
+from .._core._recorder import Tensor, bind, bind_ran2, state  # noqa: F401
 from . import _tfgrad
 from ._machinery import (
     INEXACT,
@@ -35,7 +35,7 @@ from ._machinery import (
     _export,
     _is_t,
     check_dtype,
-    fast_value,
+    fast_values,
     norm_axis,
     prim,
     same_dtype,
@@ -54,6 +54,7 @@ def _mt(x: Any, t: bool, a: bool) -> Any:
 _matmul_p = prim("matmul", lambda a, b, ta, tb, aa, ab: jnp.matmul(_mt(a, ta, aa), _mt(b, tb, ab)))
 _MATMUL_PARAMS = {"ta": False, "tb": False, "aa": False, "ab": False}
 _MATMUL_KEY = tuple(sorted(_MATMUL_PARAMS.items()))
+_matmul_run2 = _matmul_p.impl.run2  # type: ignore[attr-defined]
 
 
 def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False, adjoint_a: bool = False,
@@ -67,14 +68,17 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
         TensorShape([2, 4])
     """
     if not (transpose_a or transpose_b or adjoint_a or adjoint_b):
-        va, vb = fast_value(a), fast_value(b)
-        if va is not None and vb is not None:
+        vs = fast_values(a, b)
+        if vs is not None:
+            va, vb = vs
             # Two concrete matrices of one accepted dtype whose inner sizes agree: the checks below pass.
-            sa, sb = va.shape, vb.shape
-            if len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0] and va.dtype == vb.dtype and va.dtype in NUMERIC:
-                run2 = _matmul_p.impl.run2  # type: ignore[attr-defined]
-                return bind_ran2(_matmul_p, a, b, va, vb, run2(va, vb, _MATMUL_KEY, _MATMUL_PARAMS),
-                                 dict(_MATMUL_PARAMS))
+            ax, bx = va.aval, vb.aval  # (``v.shape`` and ``v.dtype`` are Python properties over it)
+            sa, sb = ax.shape, bx.shape
+            if len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0] and ax.dtype == bx.dtype and ax.dtype in NUMERIC:
+                out = _matmul_run2(va, vb, _MATMUL_KEY, _MATMUL_PARAMS)
+                if state.__dict__["recording"]:  # (one thread-local lookup)
+                    return bind_ran2(_matmul_p, a, b, va, vb, out, dict(_MATMUL_PARAMS))
+                return Tensor(out)
     a, b = _binary_operands("MatMul", a, b)
     a, b = _as_t(a), _as_t(b)
     if (transpose_a and adjoint_a) or (transpose_b and adjoint_b):
