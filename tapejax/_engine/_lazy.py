@@ -439,7 +439,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         _stats["fallback"] += 1
         return NotImplemented
     if node is None:
-        return _lazy_bind_general(prim, args, params, tuple(key))
+        return _lazy_bind_general(prim, args, params, tuple(key), prog)
     if node is False:
         _stats["fallback"] += 1
         return NotImplemented
@@ -554,7 +554,8 @@ def _new_cell(prog: Program, aval: Any, key: tuple, aid: int) -> _Cell:
     return c
 
 
-def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tuple | None = None) -> Any:
+def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tuple | None = None,
+                       fast_prog: Program | None = None) -> Any:
     st = state
     if st.tracing or st.bound is not None or st.accumulators or not _is_pure(prim):
         _stats["fallback"] += 1
@@ -666,9 +667,9 @@ def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tup
         return NotImplemented
     if node is None:
         node = _new_node(prim, params, fparams, avals, vals, nk)
-    if fast_key is not None and len(_fast_nodes) < 1_000_000:
-        _fast_nodes[fast_key] = node
     if node is False:
+        if fast_key is not None and len(_fast_nodes) < 1_000_000:
+            _fast_nodes[fast_key] = node  # (an op that runs eagerly, whatever its wiring)
         _stats["fallback"] += 1
         return NotImplemented
     outs_av, out_keys, inexact, nid, out_aids = node
@@ -677,6 +678,13 @@ def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tup
         # a node is either in the run or in a new program, never lost between the two.
         if prog.done:
             return _lazy_bind(prim, args, params)
+        if fast_key is not None and prog is fast_prog and len(_fast_nodes) < 1_000_000:
+            # The fast path's key describes the wiring it saw in ``fast_prog``; the node built here
+            # has that wiring only if no thread ran the program in between (a run sets ``done``,
+            # which is never undone: checked under its lock). Registered otherwise, the key of a
+            # pending input would name a node built for a new array input, and a compiled program
+            # of one wiring would be reused for the other (wrong values).
+            _fast_nodes[fast_key] = node
         for k, v in enumerate(new_inputs):
             if type(v) is _ArrayImpl:
                 prog.arrs[id(v)] = n_in + k
