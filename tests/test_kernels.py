@@ -114,22 +114,32 @@ def test_a_kernel_inside_a_trace_is_inlined(limit):
     np.testing.assert_allclose(op(tf.constant(3.0)).numpy(), 3.0)
 
 
+def _random_cases(seed, n):
+    """``n`` random programs of ``_random_program`` with their inputs and jax.grad's gradients."""
+    rng = np.random.default_rng(seed)
+    for case in range(n):
+        jax_fn, tf_fn = _random_program(rng, int(rng.integers(1, 9)))
+        a0, b0 = rng.normal(size=(2, 5)).astype(np.float32)
+        yield case, jax_fn, tf_fn, a0, b0, jax.grad(jax_fn, argnums=(0, 1))(jnp.asarray(a0), jnp.asarray(b0))
+
+
+def _value_and_grads(tf_fn, a0, b0):
+    """``tf_fn``'s value on two variables and its tape gradients (unconnected ones zero), as arrays."""
+    a, b = tf.Variable(a0), tf.Variable(b0)
+    with tf.GradientTape() as t:
+        y = tf_fn(a, b)
+    return y.numpy(), [g.numpy() for g in t.gradient(y, [a, b], unconnected_gradients="zero")]
+
+
 def test_random_programs_agree_with_the_fast_kernels_on_and_off(limit):
     # 200 random programs, forward and tier-0 gradient, with fast kernels and without,
     # against jax.grad: a rule the fast pipeline computes differently shows here.
     config.replay_tier = "interpret"
-    rng = np.random.default_rng(20261125)
-    for case in range(200):
-        jax_fn, tf_fn = _random_program(rng, int(rng.integers(1, 9)))
-        a0, b0 = rng.normal(size=(2, 5)).astype(np.float32)
-        expected = jax.grad(jax_fn, argnums=(0, 1))(jnp.asarray(a0), jnp.asarray(b0))
+    for case, jax_fn, tf_fn, a0, b0, expected in _random_cases(20261125, 200):
         got = {}
         for n in (1024, 0):
             limit(n)
-            a, b = tf.Variable(a0), tf.Variable(b0)
-            with tf.GradientTape() as t:
-                y = tf_fn(a, b)
-            got[n] = (y.numpy(), [g.numpy() for g in t.gradient(y, [a, b], unconnected_gradients="zero")])
+            got[n] = _value_and_grads(tf_fn, a0, b0)
             for g, e in zip(got[n][1], expected):
                 np.testing.assert_allclose(g, np.asarray(e), rtol=2e-5, atol=1e-6, err_msg=f"case {case}, limit {n}")
         np.testing.assert_allclose(got[1024][0], got[0][0], rtol=1e-6, atol=1e-6, err_msg=f"case {case}")
@@ -203,16 +213,10 @@ def test_random_programs_on_large_inputs_agree_across_the_switch(limit):
     limit(4)
     config.kernel_fast_first_calls = 1
     config.replay_tier = "interpret"
-    rng = np.random.default_rng(20261127)
-    for case in range(100):
-        jax_fn, tf_fn = _random_program(rng, int(rng.integers(1, 9)))
-        a0, b0 = rng.normal(size=(2, 5)).astype(np.float32)
-        expected = jax.grad(jax_fn, argnums=(0, 1))(jnp.asarray(a0), jnp.asarray(b0))
+    for case, jax_fn, tf_fn, a0, b0, expected in _random_cases(20261127, 100):
         for _ in range(2):
-            a, b = tf.Variable(a0), tf.Variable(b0)
-            with tf.GradientTape() as t:
-                y = tf_fn(a, b)
-            np.testing.assert_allclose(y.numpy(), np.asarray(jax_fn(jnp.asarray(a0), jnp.asarray(b0))), rtol=1e-5,
+            y, grads = _value_and_grads(tf_fn, a0, b0)
+            np.testing.assert_allclose(y, np.asarray(jax_fn(jnp.asarray(a0), jnp.asarray(b0))), rtol=1e-5,
                                        atol=1e-6, err_msg=f"case {case}")
-            for g, e in zip(t.gradient(y, [a, b], unconnected_gradients="zero"), expected):
-                np.testing.assert_allclose(g.numpy(), np.asarray(e), rtol=2e-5, atol=1e-6, err_msg=f"case {case}")
+            for g, e in zip(grads, expected):
+                np.testing.assert_allclose(g, np.asarray(e), rtol=2e-5, atol=1e-6, err_msg=f"case {case}")
