@@ -694,6 +694,100 @@ def test_fast_path_keys_match_structure_and_values_match_jax_grad(a, b, how, dat
         np.testing.assert_allclose(g, float(jax.grad(f)(jnp.float32(x0))), rtol=1e-4, atol=1e-5)
 
 
+# ---- random chains whose programs run at arbitrary points ---------------------------------
+
+# add_t: y + t * c, t a concrete tensor: an op whose input is a new array in mid-program.
+_CHAIN_OPS = ["sin", "tanh", "mul", "add", "var_add", "var_mul", "square", "add_t"]
+_CHAIN_CONSTANTS = [-1.25, -0.5, 0.75, 1.5, 0.25]
+
+
+def _chain_jax(prog, x, w, t, eps=None):
+    """(sum of the last value, every value) of ``prog`` on x, the variable's value w and the
+    constant t, in jnp; ``eps[k]`` multiplies op k's result (a rounding-sized perturbation)."""
+    outs = []
+    y = x
+    for k, (name, c) in enumerate(prog):
+        y = {"sin": jnp.sin, "tanh": jnp.tanh, "square": jnp.square}[name](y) if name in ("sin", "tanh", "square") \
+            else y * c if name == "mul" else y + c if name == "add" else y + w if name == "var_add" \
+            else y + t * c if name == "add_t" else y * w
+        if eps is not None:
+            y = y * eps[k]
+        outs.append(y)
+    return jnp.sum(y), outs
+
+
+def _chain_tf(prog, x, v, t, made):
+    """``prog`` on tensors (x watched by the caller's tape, v a variable, t a constant), each
+    value appended to ``made``."""
+    y = x
+    for name, c in prog:
+        y = tf.sin(y) if name == "sin" else tf.tanh(y) if name == "tanh" else tf.square(y) \
+            if name == "square" else y * c if name == "mul" else y + c if name == "add" \
+            else y + v if name == "var_add" else y + t * c if name == "add_t" else y * v
+        made.append(y)
+    return tf.reduce_sum(y)
+
+
+def _chain_tol(b):  # float32 through up to 31 ops: tolerances scaled to the values
+    b = np.asarray(b, np.float64)
+    return 1e-4 * np.abs(b) + 1e-4 * (1.0 + float(np.max(np.abs(b), initial=0.0)))
+
+
+def _chain_within(got, want, frac=1.0):
+    return all(np.all(np.abs(np.asarray(a, np.float64) - b) <= _chain_tol(b) * frac) for a, b in zip(got, want))
+
+
+def _well_conditioned_chain(rng):
+    """(prog, x0, w0, t0, lr, values, (dx, dw)): a random chain of 10-30 ops and its float64 values
+    and gradients, drawn until its float32 answer is determined to well within the tolerance.
+
+    Squares of squares and saturated tanhs amplify rounding, and XLA's fused kernels round
+    unlike op-by-op ones, so an ill-conditioned chain has no float32 answer to test against (one
+    in a few hundred failed against jax's float32 values). So the reference is float64, and a
+    chain is used only if its float64 values and gradients move by less than a 20th of the
+    tolerance when every op's result is perturbed by 1e-6 (about 16 float32 roundings, random
+    signs; two perturbed copies as extra rows of one batched run) and jax's float32 values are
+    as close. About one chain in ten is drawn again.
+    """
+    for _ in range(50):
+        # Constants from a small set: nodes (keyed by a constant's value) recur across chains,
+        # so the programs of different chains and wirings meet in the node and program caches.
+        prog = [(_CHAIN_OPS[i], float(rng.choice(_CHAIN_CONSTANTS)))
+                for i in rng.integers(0, len(_CHAIN_OPS), rng.integers(10, 31))]
+        prog.insert(int(rng.integers(0, len(prog))), ("var_mul", 0.0))  # the variable is always used
+        x0 = rng.uniform(-1.0, 1.0, 3).astype(np.float32)
+        w0 = rng.uniform(-1.0, 1.0, 3).astype(np.float32)
+        t0 = rng.uniform(-1.0, 1.0, 3).astype(np.float32)
+        lr = float(rng.uniform(0.01, 0.2))
+        eps = 1.0 + 1e-6 * rng.choice([-1.0, 1.0], (len(prog), 3, 3))
+        eps[:, 0] = 1.0  # row 0: unperturbed
+        with jax.enable_x64(True):
+            (_, outs), gs = jax.value_and_grad(lambda x, w: _chain_jax(prog, x, w, t0.astype(np.float64), eps), argnums=(0, 1),
+                                             has_aux=True)(
+                np.tile(x0.astype(np.float64), (3, 1)), np.tile(w0.astype(np.float64), (3, 1)))
+            rows = [np.asarray(o) for o in [*outs, *gs]]
+        want = [r[0] for r in rows]
+        (_, outs32), g32 = jax.value_and_grad(lambda x, w: _chain_jax(prog, x, w, t0), argnums=(0, 1), has_aux=True)(x0, w0)
+        if _chain_within([r[1] for r in rows], want, 1 / 20) and _chain_within([r[2] for r in rows], want, 1 / 20) \
+                and _chain_within([*outs32, *g32], want, 1 / 20):
+            return prog, x0, w0, t0, lr, want[:len(prog)], tuple(want[len(prog):])
+    raise AssertionError("no well-conditioned chain in 50 draws")
+
+
+def _check_chain(prog, x0, w0, lr, want_outs, grads, made, seen, gx_l, gw_l, v):
+    def close(a, b):
+        assert _chain_within([a], [b]), (a, b, prog)
+
+    gx, gw = grads
+    for k, got in seen:
+        close(got, want_outs[k])
+    for k, t in enumerate(made):
+        close(t.numpy(), want_outs[k])
+    close(gx_l.numpy(), gx)
+    close(gw_l.numpy(), gw)
+    close(v.numpy(), w0 - np.float32(lr) * np.asarray(gw))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_random_chains_while_another_thread_forces_them(seed):
     # One thread appends ops to its pending program while another reads earlier results, so
@@ -702,72 +796,24 @@ def test_random_chains_while_another_thread_forces_them(seed):
     # (240 in all, each op a chance to race) on a watched tensor, a variable and its updates:
     # every value and gradient as jax computes them in float64, the variable never half-updated.
     # Deterministic chains per seed: the reader draws from its own generator.
+    import sys
     import threading
 
     rng = np.random.default_rng(seed)
-    ops = ["sin", "tanh", "mul", "add", "var_add", "var_mul", "square"]
-    import sys
-
-    def f(prog, x, w, eps=None):
-        outs = []
-        y = x
-        for k, (name, c) in enumerate(prog):
-            y = {"sin": jnp.sin, "tanh": jnp.tanh, "square": jnp.square}[name](y) if name in ("sin", "tanh", "square") \
-                else y * c if name == "mul" else y + c if name == "add" else y + w if name == "var_add" else y * w
-            if eps is not None:
-                y = y * eps[k]
-            outs.append(y)
-        return jnp.sum(y), outs
-
-    def tol(b):  # float32 through up to 31 ops: tolerances scaled to the values
-        b = np.asarray(b, np.float64)
-        return 1e-4 * np.abs(b) + 1e-4 * (1.0 + float(np.max(np.abs(b), initial=0.0)))
-
-    def within(got, want, frac=1.0):
-        return all(np.all(np.abs(np.asarray(a, np.float64) - b) <= tol(b) * frac) for a, b in zip(got, want))
-
-    def chain():
-        # A random chain whose float32 answer is determined to well within the tolerance. Squares
-        # of squares and saturated tanhs amplify rounding, and XLA's fused kernels round unlike
-        # op-by-op ones, so an ill-conditioned chain has no float32 answer to test against (one
-        # in a few hundred failed against jax's float32 values). So the reference is float64, and a
-        # chain is used only if its float64 values and gradients move by less than a 20th of the
-        # tolerance when every op's result is perturbed by 1e-6 (about 16 float32 roundings,
-        # random signs; two perturbed copies as extra rows of one batched run) and jax's float32
-        # values are as close. About one chain in ten is drawn again.
-        for _ in range(50):
-            prog = [(ops[i], float(rng.uniform(-1.5, 1.5))) for i in rng.integers(0, len(ops), rng.integers(10, 31))]
-            prog.insert(int(rng.integers(0, len(prog))), ("var_mul", 0.0))  # the variable is always used
-            x0 = rng.uniform(-1.0, 1.0, 3).astype(np.float32)
-            w0 = rng.uniform(-1.0, 1.0, 3).astype(np.float32)
-            lr = float(rng.uniform(0.01, 0.2))
-            eps = 1.0 + 1e-6 * rng.choice([-1.0, 1.0], (len(prog), 3, 3))
-            eps[:, 0] = 1.0  # row 0: unperturbed
-            with jax.enable_x64(True):
-                (_, outs), gs = jax.value_and_grad(lambda x, w: f(prog, x, w, eps), argnums=(0, 1), has_aux=True)(
-                    np.tile(x0.astype(np.float64), (3, 1)), np.tile(w0.astype(np.float64), (3, 1)))
-                rows = [np.asarray(o) for o in [*outs, *gs]]
-            want = [r[0] for r in rows]
-            (_, outs32), g32 = jax.value_and_grad(lambda x, w: f(prog, x, w), argnums=(0, 1), has_aux=True)(x0, w0)
-            if within([r[1] for r in rows], want, 1 / 20) and within([r[2] for r in rows], want, 1 / 20) \
-                    and within([*outs32, *g32], want, 1 / 20):
-                return prog, x0, w0, lr, want[:len(prog)], want[len(prog):]
-        raise AssertionError("no well-conditioned chain in 50 draws")
-
     old = config.get_execution()
     old_switch = sys.getswitchinterval()
     sys.setswitchinterval(2e-5)  # (thread switches inside the chain, not once per 5 ms)
     config.set_execution("lazy")
     try:
         for _ in range(60):
-            prog, x0, w0, lr, want_outs, (gx, gw) = chain()
+            prog, x0, w0, t0, lr, want_outs, grads = _well_conditioned_chain(rng)
+            t = tf.constant(t0)
             x = tf.constant(x0)
             v = tf.Variable(w0)
             made: list = []
             stop = threading.Event()
             seen: list = []
             errors: list = []
-
             pick = np.random.default_rng(int(rng.integers(1 << 30)))  # the reader's own: chains stay the seed's
 
             def reader():
@@ -784,32 +830,117 @@ def test_random_chains_while_another_thread_forces_them(seed):
             try:
                 with tf.GradientTape() as tape:
                     tape.watch(x)
-                    y = x
-                    for name, c in prog:
-                        y = tf.sin(y) if name == "sin" else tf.tanh(y) if name == "tanh" else tf.square(y) \
-                            if name == "square" else y * c if name == "mul" else y + c if name == "add" \
-                            else y + v if name == "var_add" else y * v
-                        made.append(y)
-                    loss = tf.reduce_sum(y)
+                    loss = _chain_tf(prog, x, v, t, made)
                 gx_l, gw_l = tape.gradient(loss, [x, v])
                 v.assign_sub(lr * gw_l)
             finally:
                 stop.set()
                 th.join()
             assert not errors
-
-            def close(a, b):
-                assert within([a], [b]), (a, b, prog)
-
-            for k, got in seen:
-                close(got, want_outs[k])
-            for k, t in enumerate(made):
-                close(t.numpy(), want_outs[k])
-            close(gx_l.numpy(), gx)
-            close(gw_l.numpy(), gw)
-            close(v.numpy(), w0 - np.float32(lr) * np.asarray(gw))
+            _check_chain(prog, x0, w0, lr, want_outs, grads, made, seen, gx_l, gw_l, v)
     finally:
         sys.setswitchinterval(old_switch)
+        config.set_execution(old)
+
+
+# Pool programs: each op reads earlier values at random (pending ones, or the concrete inputs
+# at the pool's start, which become new program inputs mid-program), so one op sequence occurs
+# with many wirings; with constants from a small set the nodes recur across programs.
+_POOL_UNARY = {"sin": (tf.sin, jnp.sin), "tanh": (tf.tanh, jnp.tanh)}
+_POOL_CONSTANTS = [0.5, -0.75, 1.25]
+
+
+def _pool_eval(prog, pool, lib, eps=None):
+    pool = list(pool)
+    for k, (kind, i, j) in enumerate(prog):
+        a = pool[i]
+        if kind in _POOL_UNARY:
+            y = _POOL_UNARY[kind][0 if lib is tf else 1](a)
+        elif kind == "mul_c":
+            y = a * j
+        else:
+            y = a + pool[j]
+        if eps is not None:
+            y = y * eps[k]
+        pool.append(y)
+    return pool
+
+
+def _pool_program(rng):
+    """(prog, inputs, values, gradients): a random pool program (2-8 ops) on x (watched), two
+    constants and a variable, with its float64 values and gradients, drawn until well
+    conditioned (as ``_well_conditioned_chain``)."""
+    for _ in range(50):
+        prog = []
+        for k in range(int(rng.integers(2, 9))):
+            n = 4 + k
+            kind = str(rng.choice(["sin", "tanh", "mul_c", "add", "add"]))
+            i = int(rng.integers(0, n))
+            j = float(rng.choice(_POOL_CONSTANTS)) if kind == "mul_c" else int(rng.integers(0, n))
+            prog.append((kind, i, j))
+        ins = [rng.uniform(-1.0, 1.0, 3).astype(np.float32) for _ in range(4)]
+        eps = 1.0 + 1e-6 * rng.choice([-1.0, 1.0], (len(prog), 3, 3))
+        eps[:, 0] = 1.0
+
+        def f(x, w, c1, c2, eps=None):
+            pool = _pool_eval(prog, [x, c1, c2, w], jnp, eps)
+            return jnp.sum(pool[-1]), pool[4:]
+
+        with jax.enable_x64(True):
+            c64 = [np.tile(a.astype(np.float64), (3, 1)) for a in ins]
+            (_, outs), gs = jax.value_and_grad(f, argnums=(0, 1), has_aux=True)(c64[0], c64[3], c64[1], c64[2], eps)
+            rows = [np.asarray(o) for o in [*outs, *gs]]
+        want = [r[0] for r in rows]
+        (_, outs32), g32 = jax.value_and_grad(f, argnums=(0, 1), has_aux=True)(ins[0], ins[3], ins[1], ins[2])
+        if _chain_within([r[1] for r in rows], want, 1 / 20) and _chain_within([r[2] for r in rows], want, 1 / 20) \
+                and _chain_within([*outs32, *g32], want, 1 / 20):
+            return prog, ins, want[:len(prog)], tuple(want[len(prog):])
+    raise AssertionError("no well-conditioned program in 50 draws")
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_random_programs_run_at_random_points_keep_their_wirings_apart(seed, monkeypatch):
+    # The interleaving a reader thread makes at random, made deterministic and frequent: when the
+    # fast path hands a new op to the general path (its key not seen yet), the pending program is
+    # run right there (as another thread reading one of its values would) in a third of the
+    # cases, and a value is read after an op in a third. Programs are then short and one node
+    # sequence occurs with several wirings: each must get its own program, also once compiled
+    # (from a structure's second sighting). 50 pool programs per seed, each run 3 times with its
+    # runs at other points; every value and gradient (x and the variable) against float64.
+    rng = np.random.default_rng(1000 + seed)
+    real = _lazy._lazy_bind_general
+
+    def racing(prim, args, params, fast_key=None, *rest):
+        prog = _lazy._tls.prog
+        if fast_key is not None and prog is not None and not prog.done and rng.random() < 0.33:
+            prog.run()  # what a reader thread does at this point
+        return real(prim, args, params, fast_key, *rest)
+
+    old = config.get_execution()
+    config.set_execution("lazy")
+    monkeypatch.setattr(_lazy, "_lazy_bind_general", racing)
+    try:
+        for _ in range(50):
+            prog, ins, want_outs, (gx, gw) = _pool_program(rng)
+            for _rep in range(3):
+                x, c1, c2 = (tf.constant(a) for a in ins[:3])
+                v = tf.Variable(ins[3])
+                seen: list = []
+                with tf.GradientTape() as tape:
+                    tape.watch(x)
+                    pool = [x, c1, c2, v]
+                    for k, op in enumerate(prog):
+                        pool = _pool_eval([op], pool, tf)
+                        if rng.random() < 0.33:
+                            seen.append((k, pool[-1].numpy()))
+                    loss = tf.reduce_sum(pool[-1])
+                gx_l, gw_l = tape.gradient(loss, [x, v], unconnected_gradients="zero")
+                for k, got in seen:
+                    assert _chain_within([got], [want_outs[k]]), (prog, k)
+                for k, t in enumerate(pool[4:]):
+                    assert _chain_within([t.numpy()], [want_outs[k]]), (prog, k)
+                assert _chain_within([gx_l.numpy(), gw_l.numpy()], [gx, gw]), (prog, gx_l, gw_l, gx, gw)
+    finally:
         config.set_execution(old)
 
 
