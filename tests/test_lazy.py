@@ -737,18 +737,35 @@ def _chain_within(got, want, frac=1.0):
     return all(np.all(np.abs(np.asarray(a, np.float64) - b) <= _chain_tol(b) * frac) for a, b in zip(got, want))
 
 
-def _well_conditioned_chain(rng):
-    """(prog, x0, w0, t0, lr, values, (dx, dw)): a random chain of 10-30 ops and its float64 values
-    and gradients, drawn until its float32 answer is determined to well within the tolerance.
+def _float64_reference(f, args, n_ops, rng):
+    """Float64 (values, gradients w.r.t. args 0 and 1) of ``f(*args, eps) -> (loss, values)``, or
+    None when its float32 answer is not determined to well within the tolerance.
 
     Squares of squares and saturated tanhs amplify rounding, and XLA's fused kernels round
-    unlike op-by-op ones, so an ill-conditioned chain has no float32 answer to test against (one
-    in a few hundred failed against jax's float32 values). So the reference is float64, and a
-    chain is used only if its float64 values and gradients move by less than a 20th of the
-    tolerance when every op's result is perturbed by 1e-6 (about 16 float32 roundings, random
-    signs; two perturbed copies as extra rows of one batched run) and jax's float32 values are
-    as close. About one chain in ten is drawn again.
+    unlike op-by-op ones, so an ill-conditioned program has no float32 answer to test against
+    (one chain in a few hundred failed against jax's float32 values). So the reference is
+    float64, and a program is used only if its float64 values and gradients move by less than a
+    20th of the tolerance when every op's result is perturbed by 1e-6 (about 16 float32
+    roundings, random signs; two perturbed copies as extra rows of one batched run) and jax's
+    float32 values are as close.
     """
+    eps = 1.0 + 1e-6 * rng.choice([-1.0, 1.0], (n_ops, 3, 3))
+    eps[:, 0] = 1.0  # row 0: unperturbed
+    vg = jax.value_and_grad(f, argnums=(0, 1), has_aux=True)
+    with jax.enable_x64(True):
+        (_, outs), gs = vg(*[np.tile(a.astype(np.float64), (3, 1)) for a in args], eps)
+        rows = [np.asarray(o) for o in [*outs, *gs]]
+    want = [r[0] for r in rows]
+    (_, outs32), g32 = vg(*args, None)
+    if _chain_within([r[1] for r in rows], want, 1 / 20) and _chain_within([r[2] for r in rows], want, 1 / 20) \
+            and _chain_within([*outs32, *g32], want, 1 / 20):
+        return want[:n_ops], tuple(want[n_ops:])
+    return None
+
+
+def _well_conditioned_chain(rng):
+    """(prog, x0, w0, t0, lr, values, (dx, dw)): a random chain of 10-30 ops and its float64 values
+    and gradients, drawn until ``_float64_reference`` accepts it (about one in ten is drawn again)."""
     for _ in range(50):
         # Constants from a small set: nodes (keyed by a constant's value) recur across chains,
         # so the programs of different chains and wirings meet in the node and program caches.
@@ -759,18 +776,9 @@ def _well_conditioned_chain(rng):
         w0 = rng.uniform(-1.0, 1.0, 3).astype(np.float32)
         t0 = rng.uniform(-1.0, 1.0, 3).astype(np.float32)
         lr = float(rng.uniform(0.01, 0.2))
-        eps = 1.0 + 1e-6 * rng.choice([-1.0, 1.0], (len(prog), 3, 3))
-        eps[:, 0] = 1.0  # row 0: unperturbed
-        with jax.enable_x64(True):
-            (_, outs), gs = jax.value_and_grad(lambda x, w: _chain_jax(prog, x, w, t0.astype(np.float64), eps), argnums=(0, 1),
-                                             has_aux=True)(
-                np.tile(x0.astype(np.float64), (3, 1)), np.tile(w0.astype(np.float64), (3, 1)))
-            rows = [np.asarray(o) for o in [*outs, *gs]]
-        want = [r[0] for r in rows]
-        (_, outs32), g32 = jax.value_and_grad(lambda x, w: _chain_jax(prog, x, w, t0), argnums=(0, 1), has_aux=True)(x0, w0)
-        if _chain_within([r[1] for r in rows], want, 1 / 20) and _chain_within([r[2] for r in rows], want, 1 / 20) \
-                and _chain_within([*outs32, *g32], want, 1 / 20):
-            return prog, x0, w0, t0, lr, want[:len(prog)], tuple(want[len(prog):])
+        ref = _float64_reference(lambda x, w, t, eps: _chain_jax(prog, x, w, t, eps), [x0, w0, t0], len(prog), rng)
+        if ref is not None:
+            return prog, x0, w0, t0, lr, *ref
     raise AssertionError("no well-conditioned chain in 50 draws")
 
 
@@ -868,8 +876,8 @@ def _pool_eval(prog, pool, lib, eps=None):
 
 def _pool_program(rng):
     """(prog, inputs, values, gradients): a random pool program (2-8 ops) on x (watched), two
-    constants and a variable, with its float64 values and gradients, drawn until well
-    conditioned (as ``_well_conditioned_chain``)."""
+    constants and a variable, with its float64 values and gradients, drawn until
+    ``_float64_reference`` accepts it."""
     for _ in range(50):
         prog = []
         for k in range(int(rng.integers(2, 9))):
@@ -879,22 +887,14 @@ def _pool_program(rng):
             j = float(rng.choice(_POOL_CONSTANTS)) if kind == "mul_c" else int(rng.integers(0, n))
             prog.append((kind, i, j))
         ins = [rng.uniform(-1.0, 1.0, 3).astype(np.float32) for _ in range(4)]
-        eps = 1.0 + 1e-6 * rng.choice([-1.0, 1.0], (len(prog), 3, 3))
-        eps[:, 0] = 1.0
 
-        def f(x, w, c1, c2, eps=None):
+        def f(x, w, c1, c2, eps):
             pool = _pool_eval(prog, [x, c1, c2, w], jnp, eps)
             return jnp.sum(pool[-1]), pool[4:]
 
-        with jax.enable_x64(True):
-            c64 = [np.tile(a.astype(np.float64), (3, 1)) for a in ins]
-            (_, outs), gs = jax.value_and_grad(f, argnums=(0, 1), has_aux=True)(c64[0], c64[3], c64[1], c64[2], eps)
-            rows = [np.asarray(o) for o in [*outs, *gs]]
-        want = [r[0] for r in rows]
-        (_, outs32), g32 = jax.value_and_grad(f, argnums=(0, 1), has_aux=True)(ins[0], ins[3], ins[1], ins[2])
-        if _chain_within([r[1] for r in rows], want, 1 / 20) and _chain_within([r[2] for r in rows], want, 1 / 20) \
-                and _chain_within([*outs32, *g32], want, 1 / 20):
-            return prog, ins, want[:len(prog)], tuple(want[len(prog):])
+        ref = _float64_reference(f, [ins[0], ins[3], ins[1], ins[2]], len(prog), rng)
+        if ref is not None:
+            return prog, ins, *ref
     raise AssertionError("no well-conditioned program in 50 draws")
 
 
