@@ -829,6 +829,10 @@ def _execute(prog: Program) -> None:
 # The eager update is ``value + delta`` on arrays: the same jnp function, compiled.
 _UPDATE = {"add": Primitive("assign_add", jax.jit(jnp.add), recorded=False),
            "sub": Primitive("assign_sub", jax.jit(jnp.subtract), recorded=False)}
+# An eager update is a kernel (a small one compiled the fast way, see ``_kernels``), not
+# ``cur - v``: jnp's own dispatch compiles each variable shape's update with XLA's full
+# pipeline, about 20 ms against 7 ms on CPU, in every training loop's first step.
+_EAGER_UPDATE = {"add": _kernels.kernel(jnp.add), "sub": _kernels.kernel(jnp.subtract)}
 
 
 def update(var: VariableBase, op: str, v: Any) -> Any:
@@ -848,8 +852,7 @@ def update(var: VariableBase, op: str, v: Any) -> Any:
         v = v.force()
     if op == "assign":
         return v
-    cur = var._value
-    return cur + v if op == "add" else cur - v
+    return _EAGER_UPDATE[op](var._value, v)
 
 
 # ---- the gradient in lazy mode ------------------------------------------------------------
