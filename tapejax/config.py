@@ -30,6 +30,10 @@ The replay tiers of an eager gradient (see ``compat_docs/performance.md``):
   once), then XLA's full pipeline. Whole-slice, segment and lazy programs always get
   the full pipeline.
 
+Across processes, ``set_compilation_cache_dir(path)`` (or ``TAPEJAX_COMPILATION_CACHE_DIR``)
+keeps the compiled programs on disk, so a later process loads its kernels instead of
+compiling them. Off by default.
+
 Example:
     >>> import tapejax as tf
     >>> tf.config.explain_none_gradients = True   # doctest: +SKIP
@@ -38,6 +42,7 @@ Example:
 from __future__ import annotations
 
 import os
+from typing import Any
 
 _run_eagerly = False
 
@@ -139,10 +144,96 @@ def get_execution() -> str:
         True
     """
     return _execution[0]
+
+
+# ---- persistent compilation cache --------------------------------------------------------------
+
+# JAX options this switch sets, with the values they had before it first did (restored when
+# the cache is turned off again).
+_CACHE_OPTIONS = {
+    "jax_enable_compilation_cache": True,
+    # tapejax's kernels compile in milliseconds: JAX's default (1 s) would keep every one of
+    # them out of the cache.
+    "jax_persistent_cache_min_compile_time_secs": 0.0,
+    # -1: no size floor (a one-op CPU kernel is a few kilobytes).
+    "jax_persistent_cache_min_entry_size_bytes": -1,
+}
+_cache_dir: list = [None]
+_cache_saved: dict = {}
+
+
+def set_compilation_cache_dir(path: Any) -> None:
+    """Keep compiled XLA programs in the directory ``path``, across processes; ``None`` stops.
+
+    A new process pays one XLA compile per distinct op signature of its first tape: about
+    two thirds of a small model's first gradient. With this cache a later process loads
+    those programs from disk instead (on the project's 2-core CPU machine mlp_step_small's
+    first call goes from 0.75 s to 0.26 s; see ``compat_docs/performance.md``). It is JAX's
+    persistent compilation cache (``jax_compilation_cache_dir``), set so that tapejax's
+    small kernels qualify: it holds every program JAX compiles in this process, yours
+    included, and its keys cover the program, the compiler options, the device and the
+    JAX version, so an entry is never used for anything but the program it was built from.
+    Off by default (it writes to disk); the environment variable
+    ``TAPEJAX_COMPILATION_CACHE_DIR`` turns it on at import. Entries are executable code:
+    do not share the directory with users you do not trust.
+
+    Example:
+        >>> import tempfile
+        >>> import tapejax as tf
+        >>> d = tempfile.mkdtemp()
+        >>> tf.config.set_compilation_cache_dir(d)
+        >>> tf.config.get_compilation_cache_dir() == d
+        True
+        >>> tf.config.set_compilation_cache_dir(None)
+        >>> tf.config.get_compilation_cache_dir() is None
+        True
+    """
+    import jax  # here, not at the top: reading tapejax.config must not start JAX's backends
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    if path is None or (isinstance(path, str) and not path.strip()):
+        if _cache_dir[0] is None:
+            return
+        for name, value in _cache_saved.items():
+            jax.config.update(name, value)
+        _cache_saved.clear()
+        _cache_dir[0] = None
+        cc.reset_cache()
+        return
+    try:
+        p = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    except TypeError:
+        raise TypeError(f"set_compilation_cache_dir takes a directory path or None; got {path!r}.") from None
+    if os.path.exists(p) and not os.path.isdir(p):
+        raise ValueError(f"set_compilation_cache_dir: {p!r} is a file; give a directory (it is created if missing).")
+    os.makedirs(p, exist_ok=True)
+    if not os.access(p, os.W_OK):
+        raise PermissionError(f"set_compilation_cache_dir: {p!r} is not writable; give a directory you can write to.")
+    if _cache_dir[0] is None:
+        _cache_saved.update({name: getattr(jax.config, name) for name in ("jax_compilation_cache_dir", *_CACHE_OPTIONS)})
+    jax.config.update("jax_compilation_cache_dir", p)
+    for name, value in _CACHE_OPTIONS.items():
+        jax.config.update(name, value)
+    # JAX opens its cache once, at the first compile that looks for it; a cache opened
+    # before (another directory, or none) is dropped so the next compile opens this one.
+    cc.reset_cache()
+    _cache_dir[0] = p
+
+
+def get_compilation_cache_dir() -> str | None:
+    """The directory given to ``set_compilation_cache_dir`` (absolute), or ``None`` when off.
+
+    Example:
+        >>> import tapejax as tf
+        >>> tf.config.get_compilation_cache_dir() is None or isinstance(tf.config.get_compilation_cache_dir(), str)
+        True
+    """
+    return _cache_dir[0]
+
+
 # ---- devices (tf.config.list_physical_devices / list_logical_devices) ----------------------------
 
 import collections  # noqa: E402
-from typing import Any  # noqa: E402
 
 PhysicalDevice = collections.namedtuple("PhysicalDevice", ["name", "device_type"])
 LogicalDevice = collections.namedtuple("LogicalDevice", ["name", "device_type"])
@@ -258,3 +349,7 @@ threading = _Namespace(  # noqa: A001  (TF's name)
 _jit = [False]
 optimizer = _Namespace("tf.config.optimizer", set_jit=lambda enabled: _jit.__setitem__(0, bool(enabled)),
                        get_jit=lambda: _jit[0])
+
+
+if os.environ.get("TAPEJAX_COMPILATION_CACHE_DIR", "").strip():
+    set_compilation_cache_dir(os.environ["TAPEJAX_COMPILATION_CACHE_DIR"].strip())

@@ -158,6 +158,13 @@ ROWS = [
      "tapejax only: ops build a pending program, compiled whole per step structure; eager values",
      ["test_lazy.py::test_switch_and_handles", "test_lazy.py::test_mlp_steps_with_variable_updates",
       "test_lazy.py::test_random_programs_match_eager"]),
+    ("config.set_compilation_cache_dir / get_compilation_cache_dir (TAPEJAX_COMPILATION_CACHE_DIR)", "differs",
+     "tapejax only: JAX's persistent compilation cache, set so that small kernels qualify; off by default",
+     ["test_compilation_cache.py::test_a_later_process_compiles_nothing_and_gets_the_same_bits",
+      "test_compilation_cache.py::test_random_programs_with_and_without_the_cache_agree_bit_for_bit",
+      "test_compilation_cache.py::test_a_corrupt_entry_is_compiled_again_not_used",
+      "test_compilation_cache.py::test_setting_and_clearing_the_directory_restores_jax_options",
+      "test_compilation_cache.py::test_bad_directories_say_what_to_give"]),
     # --- tf.data ---------------------------------------------------------------------------
     ("data.Dataset.from_tensor_slices(tensors)", "same", "NumPy arrays sliced on the host; nested tuple/dict/namedtuple",
      ["oracle/test_oracle_data.py::test_pipeline_matches_tf", "test_data.py::test_tensors_and_variables_as_sources"]),
