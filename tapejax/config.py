@@ -351,5 +351,6 @@ optimizer = _Namespace("tf.config.optimizer", set_jit=lambda enabled: _jit.__set
                        get_jit=lambda: _jit[0])
 
 
-if os.environ.get("TAPEJAX_COMPILATION_CACHE_DIR", "").strip():
-    set_compilation_cache_dir(os.environ["TAPEJAX_COMPILATION_CACHE_DIR"].strip())
+_env_cache_dir = os.environ.get("TAPEJAX_COMPILATION_CACHE_DIR", "").strip()
+if _env_cache_dir:
+    set_compilation_cache_dir(_env_cache_dir)

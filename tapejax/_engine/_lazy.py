@@ -826,13 +826,14 @@ def _execute(prog: Program) -> None:
 
 # ---- variable updates in lazy mode ---------------------------------------------------------
 
-# The eager update is ``value + delta`` on arrays: the same jnp function, compiled.
+# A pending update: ``value + delta`` on arrays, the jnp function the eager update runs.
 _UPDATE = {"add": Primitive("assign_add", jax.jit(jnp.add), recorded=False),
            "sub": Primitive("assign_sub", jax.jit(jnp.subtract), recorded=False)}
 # An eager update is a kernel (a small one compiled the fast way, see ``_kernels``), not
 # ``cur - v``: jnp's own dispatch compiles each variable shape's update with XLA's full
-# pipeline, about 20 ms against 7 ms on CPU, in every training loop's first step.
-_EAGER_UPDATE = {"add": _kernels.kernel(jnp.add), "sub": _kernels.kernel(jnp.subtract)}
+# pipeline, about 20 ms against 7 ms on CPU, in every training loop's first step. The add
+# is the interpreter's cotangent-sum kernel.
+_EAGER_UPDATE = {"add": _interp_tier.ADD.impl, "sub": _kernels.kernel(jnp.subtract)}
 
 
 def update(var: VariableBase, op: str, v: Any) -> Any:
