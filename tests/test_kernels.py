@@ -220,3 +220,114 @@ def test_random_programs_on_large_inputs_agree_across_the_switch(limit):
                                        atol=1e-6, err_msg=f"case {case}")
             for g, e in zip(grads, expected):
                 np.testing.assert_allclose(g, np.asarray(e), rtol=2e-5, atol=1e-6, err_msg=f"case {case}")
+
+
+# ---- the kernels' shared MLIR context (_kernels._install_shared_ir_context) ----------
+
+_shared = getattr(__import__("jax._src.interpreters.mlir", fromlist=["x"]).make_ir_context, "_tapejax_shared", False)
+_new_width = iter(range(101, 10_000))  # a width no other test compiles: each use is a new signature
+
+
+def _uses():
+    st = _kernels._ctx_local.__dict__
+    return st.get("ctx"), st.get("uses", 0)
+
+
+@pytest.fixture
+def eager():
+    # Op by op: a lazy-mode step is one deferred program (the steady state's), not kernels.
+    saved = config.get_execution()
+    config.set_execution("eager")
+    yield
+    config.set_execution(saved)
+
+
+@pytest.mark.skipif(not _shared, reason="the suite runs with TAPEJAX_SHARE_IR_CONTEXT=0")
+def test_kernel_compiles_share_a_context_and_other_compiles_do_not(monkeypatch, eager):
+    n = next(_new_width)
+    x = tf.constant(np.linspace(0.1, 1.0, 3 * n, dtype=np.float32).reshape(3, n))
+    ctx0, u0 = _uses()
+    y = tf.sin(x)  # the op layer's fast path compiles sin for the new shape
+    ctx1, u1 = _uses()
+    assert u1 == u0 + 1 and (ctx0 is None or ctx1 is ctx0 or u0 >= _kernels._CTX_USES)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        z = tf.reduce_sum(tf.tanh(x) * 3.0)
+    g = t.gradient(z, x)  # tier 0's pullback kernels for the new shape
+    ctx2, u2 = _uses()
+    assert u2 > u1 and ctx2 is ctx1
+    np.testing.assert_allclose(y, np.sin(np.asarray(x)), rtol=1e-6)
+    np.testing.assert_allclose(g, jax.grad(lambda a: jnp.sum(jnp.tanh(a) * 3.0))(np.asarray(x)), rtol=1e-6)
+    # A user's jax.jit (it may embed large constants) gets JAX's own fresh context.
+    big = np.arange(4 * n, dtype=np.float32)
+    np.testing.assert_array_equal(jax.jit(lambda a: a * big)(np.ones(4 * n, np.float32)), big)
+    assert _uses() == (ctx2, u2)
+    # A staged program (a jacobian's whole program, which may hold a tape's constants)
+    # does not share it either; a kernel wrapper's own program does.
+    np.testing.assert_array_equal(_kernels.staged(lambda a: a * big)(np.ones(4 * n, np.float32)), big)
+    assert _uses() == (ctx2, u2)
+    np.testing.assert_array_equal(_kernels.jit(lambda a: a + 1.0)(big), big + 1.0)
+    assert _uses() == (ctx2, u2 + 1)
+    u2 += 1
+    # Renewed after _CTX_USES lowerings, so its uniqued types and attributes stay bounded.
+    monkeypatch.setattr(_kernels, "_CTX_USES", u2 + 1)
+    tf.cos(x)
+    ctx3, u3 = _uses()
+    assert ctx3 is ctx2 and u3 == u2 + 1
+    tf.exp(x)
+    ctx4, u4 = _uses()
+    assert ctx4 is not ctx2 and u4 == 1
+
+
+@pytest.mark.skipif(not _shared, reason="the suite runs with TAPEJAX_SHARE_IR_CONTEXT=0")
+def test_each_thread_has_its_own_context_and_threads_agree(eager):
+    import threading
+
+    n = next(_new_width)
+    xs = [np.linspace(-1.0, 1.0, n, dtype=np.float32) * (i + 1) for i in range(4)]
+    main_ctx = _uses()[0]
+    out: dict = {}
+
+    def work(i):
+        x = tf.constant(xs[i])
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = tf.reduce_sum(tf.sigmoid(x) * x)
+        out[i] = (t.gradient(y, x).numpy(), _uses()[0])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    ctxs = {id(c) for _, c in out.values() if c is not None}
+    assert len(out) == 4 and ctxs and id(main_ctx) not in ctxs
+    for i in range(4):
+        ref = jax.grad(lambda a: jnp.sum(jax.nn.sigmoid(a) * a))(xs[i])
+        np.testing.assert_allclose(out[i][0], ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_random_programs_give_the_same_bits_with_and_without_the_shared_context(tmp_path, seed):
+    # The context changes where a module's types live, never the module: each process
+    # runs the same random tape programs (chains with Python scalars, matmuls, nested
+    # tapes, jacobians, variable updates) and the digests of every value must match.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from test_compilation_cache import _PROGRAM
+
+    script = tmp_path / "program.py"
+    script.write_text(_PROGRAM)
+    digests = []
+    for share in ("1", "0"):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TAPEJAX_COMPILATION_CACHE")}
+        env.update(TAPEJAX_SHARE_IR_CONTEXT=share, JAX_PLATFORMS="cpu")
+        r = subprocess.run([sys.executable, str(script), str(seed), "8"], capture_output=True, text=True,
+                           env=env, timeout=600)
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
+        assert lines, r.stderr[-3000:]
+        digests.append(json.loads(lines[0][7:])["digest"])
+    assert digests[0] == digests[1]

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -262,3 +264,72 @@ def kernel(impl: Callable) -> Callable:
     # small-call choice inline and hand any other call to ``call`` (``_ops._machinery``).
     call.fast, call.full = fast, full  # type: ignore[attr-defined]
     return call
+
+
+# ---- one MLIR context for the kernels' lowerings ------------------------------------
+# JAX lowers every program into a new MLIR context (``mlir.make_ir_context``): loading its
+# dialects costs about 2.5 ms and tearing it down about as much again, half of lowering a
+# one-op kernel, and a new tape's first gradient lowers tens of kernels (mlp_step_small:
+# 24, lowering 0.13 s of which the contexts 0.07 s). A kernel's lowering gets a context its
+# thread reuses instead. The modules are the same text either way; what a shared context
+# keeps is its uniqued types and attributes (a kernel's are shapes and small scalars: its
+# arrays are arguments), so it is renewed after _CTX_USES lowerings, and only a compile
+# that a kernel call started shares it: the first tapejax frame above the lowering is a
+# kernel wrapper or an op's generated fast path (``_ops._machinery.define``). A compiled
+# slice, a staged jacobian, a tapejax.function step or a user's jax.jit (which may embed
+# large constants) keeps JAX's fresh context. ``TAPEJAX_SHARE_IR_CONTEXT=0`` turns it off.
+
+OP_FILENAME = "<tapejax-op>"  # the filename of the op layer's generated functions
+_CTX_USES = 256
+_ctx_local = threading.local()
+# (co_filename is the path the module was imported by, as __file__ is)
+_PKG_DIR: str | None = os.path.dirname(os.path.dirname(__file__)) + os.sep
+_k: Any = kernel(abs)
+_SHARING_CODES = frozenset({jit(abs).__code__, _k.__code__, _k.run1.__code__, _k.run2.__code__})
+_RUN_CODE = _run.__code__
+del _k
+
+
+def _kernel_compile() -> bool:
+    f: Any = sys._getframe(2)
+    for _ in range(96):
+        if f is None:
+            return False
+        code = f.f_code
+        name = code.co_filename
+        if name == OP_FILENAME:
+            return True
+        if _PKG_DIR is not None and name.startswith(_PKG_DIR) and code is not _RUN_CODE:
+            return code in _SHARING_CODES  # (_run is its caller's: a kernel's or staged's)
+        f = f.f_back
+    return False
+
+
+def _install_shared_ir_context() -> None:
+    if os.environ.get("TAPEJAX_SHARE_IR_CONTEXT", "1").strip().lower() in ("0", "false", "no", "off"):
+        return
+    try:
+        from jax._src.interpreters import mlir
+    except ImportError:  # pragma: no cover - a JAX without this module: nothing to share
+        return
+    make = getattr(mlir, "make_ir_context", None)
+    if make is None or getattr(make, "_tapejax_shared", False):
+        return
+
+    def make_ir_context() -> Any:
+        if not _kernel_compile():
+            return make()
+        st = _ctx_local.__dict__
+        ctx = st.get("ctx")
+        if ctx is None or st["uses"] >= _CTX_USES:
+            ctx = st["ctx"] = make()
+            st["uses"] = 0
+        st["uses"] += 1
+        return ctx
+
+    make_ir_context._tapejax_shared = True  # type: ignore[attr-defined]
+    make_ir_context.__wrapped__ = make  # type: ignore[attr-defined]
+    mlir.make_ir_context = make_ir_context
+
+
+_install_shared_ir_context()

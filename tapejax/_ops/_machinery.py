@@ -342,7 +342,8 @@ def define(fname: str, params: list, body: Callable, doc: str = "", fast: tuple[
         ns.update(_FAST_NS)
         ns.update(fast[1])
     src = f"def {fname}({', '.join(parts)}):\n{pre}    return _body({', '.join(passes)})\n"
-    exec(src, ns)  # noqa: S102  (a fixed template; only identifiers from the tables are spliced in)
+    # (the filename marks the op layer's frames for _kernels' shared MLIR context)
+    exec(compile(src, _kernels.OP_FILENAME, "exec"), ns)  # noqa: S102  (a fixed template; only identifiers from the tables are spliced in)
     fn = ns[fname]
     fn.__doc__ = doc
     fn.__module__ = "tapejax"
