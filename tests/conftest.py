@@ -37,3 +37,14 @@ def compile_tier():
     config.replay_tier = "compile"
     yield
     config.replay_tier = old
+
+
+@pytest.fixture
+def execution_mode():
+    """``execution_mode("lazy" | "eager")`` sets ``config.set_execution`` for one test;
+    the mode before it is restored after."""
+    from tapejax import config
+
+    old = config.get_execution()
+    yield config.set_execution
+    config.set_execution(old)

@@ -234,12 +234,9 @@ def _uses():
 
 
 @pytest.fixture
-def eager():
+def eager(execution_mode):
     # Op by op: a lazy-mode step is one deferred program (the steady state's), not kernels.
-    saved = config.get_execution()
-    config.set_execution("eager")
-    yield
-    config.set_execution(saved)
+    execution_mode("eager")
 
 
 @pytest.mark.skipif(not _shared, reason="the suite runs with TAPEJAX_SHARE_IR_CONTEXT=0")

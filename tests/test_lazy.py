@@ -57,11 +57,8 @@ def assert_same(fn, repeats=4, rtol=1e-6, atol=1e-6):
 
 
 @pytest.fixture
-def lazy_mode():
-    old = config.get_execution()
-    config.set_execution("lazy")
-    yield
-    config.set_execution(old)
+def lazy_mode(execution_mode):
+    execution_mode("lazy")
 
 
 def test_switch_and_handles(lazy_mode):
