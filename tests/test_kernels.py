@@ -224,7 +224,9 @@ def test_random_programs_on_large_inputs_agree_across_the_switch(limit):
 
 # ---- the kernels' shared MLIR context (_kernels._install_shared_ir_context) ----------
 
-_shared = getattr(__import__("jax._src.interpreters.mlir", fromlist=["x"]).make_ir_context, "_tapejax_shared", False)
+from jax._src.interpreters import mlir as _mlir  # noqa: E402
+
+_shared = getattr(_mlir.make_ir_context, "_tapejax_shared", False)
 _new_width = iter(range(101, 10_000))  # a width no other test compiles: each use is a new signature
 
 

@@ -268,9 +268,9 @@ def kernel(impl: Callable) -> Callable:
 
 # ---- one MLIR context for the kernels' lowerings ------------------------------------
 # JAX lowers every program into a new MLIR context (``mlir.make_ir_context``): loading its
-# dialects costs about 2.5 ms and tearing it down about as much again, half of lowering a
-# one-op kernel, and a new tape's first gradient lowers tens of kernels (mlp_step_small:
-# 24, lowering 0.13 s of which the contexts 0.07 s). A kernel's lowering gets a context its
+# dialects costs about 2.5-3.5 ms, half of lowering a one-op kernel, and a new tape's first
+# gradient lowers tens of kernels (mlp_step_small: 24, lowering 0.13-0.17 s, 0.05-0.06 s
+# with the context shared). A kernel's lowering gets a context its
 # thread reuses instead. The modules are the same text either way; what a shared context
 # keeps is its uniqued types and attributes (a kernel's are shapes and small scalars: its
 # arrays are arguments), so it is renewed after _CTX_USES lowerings, and only a compile
@@ -283,7 +283,7 @@ OP_FILENAME = "<tapejax-op>"  # the filename of the op layer's generated functio
 _CTX_USES = 256
 _ctx_local = threading.local()
 # (co_filename is the path the module was imported by, as __file__ is)
-_PKG_DIR: str | None = os.path.dirname(os.path.dirname(__file__)) + os.sep
+_PKG_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep
 _k: Any = kernel(abs)
 _SHARING_CODES = frozenset({jit(abs).__code__, _k.__code__, _k.run1.__code__, _k.run2.__code__})
 _RUN_CODE = _run.__code__
@@ -299,7 +299,7 @@ def _kernel_compile() -> bool:
         name = code.co_filename
         if name == OP_FILENAME:
             return True
-        if _PKG_DIR is not None and name.startswith(_PKG_DIR) and code is not _RUN_CODE:
+        if name.startswith(_PKG_DIR) and code is not _RUN_CODE:
             return code in _SHARING_CODES  # (_run is its caller's: a kernel's or staged's)
         f = f.f_back
     return False
