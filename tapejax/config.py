@@ -29,6 +29,12 @@ The replay tiers of an eager gradient (see ``compat_docs/performance.md``):
   first ``kernel_fast_first_calls`` calls (default 1; 0 compiles the full program at
   once), then XLA's full pipeline. Whole-slice, segment and lazy programs always get
   the full pipeline.
+- ``kernel_host_first_calls``: a kernel signature's first calls (default 2: a signature
+  a first gradient meets once or twice) are evaluated on the host with NumPy instead of
+  compiled, when the program holds only operations NumPy computes as XLA:CPU does (bit
+  for bit for IEEE arithmetic, to a few ulp for transcendental functions, reductions and
+  matmuls); its next call compiles. CPU only; 0 turns it off
+  (``TAPEJAX_KERNEL_HOST_FIRST_CALLS`` at import).
 
 Across processes, ``set_compilation_cache_dir(path)`` (or ``TAPEJAX_COMPILATION_CACHE_DIR``)
 keeps the compiled programs on disk, so a later process loads its kernels instead of
@@ -92,6 +98,20 @@ replay_max_compile_eqns: int = 256
 replay_segment_eqns: int = 128
 kernel_fast_compile_elements: int = 1024
 kernel_fast_first_calls: int = 1
+
+
+def _env_host_first_calls() -> int:
+    raw = os.environ.get("TAPEJAX_KERNEL_HOST_FIRST_CALLS", "2").strip() or "2"
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ValueError(
+            f"TAPEJAX_KERNEL_HOST_FIRST_CALLS must be a whole number (0 turns host first calls off); got {raw!r}."
+        ) from None
+    return max(n, 0)
+
+
+kernel_host_first_calls: int = _env_host_first_calls()
 
 
 # ---- execution mode (eager / lazy) ------------------------------------------------------------

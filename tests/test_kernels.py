@@ -19,7 +19,9 @@ pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="the fast
 
 
 @pytest.fixture
-def limit():
+def limit(monkeypatch):
+    # These tests are about the compiled pipelines: no call is answered on the host.
+    monkeypatch.setattr(config, "kernel_host_first_calls", 0)
     saved = config.kernel_fast_compile_elements, config.replay_tier, config.kernel_fast_first_calls
 
     def set_(n):
@@ -236,9 +238,11 @@ def _uses():
 
 
 @pytest.fixture
-def eager(execution_mode):
-    # Op by op: a lazy-mode step is one deferred program (the steady state's), not kernels.
+def eager(execution_mode, monkeypatch):
+    # Op by op: a lazy-mode step is one deferred program (the steady state's), not kernels;
+    # and every kernel compiles at its first call (none answered on the host).
     execution_mode("eager")
+    monkeypatch.setattr(config, "kernel_host_first_calls", 0)
 
 
 @pytest.mark.skipif(not _shared, reason="the suite runs with TAPEJAX_SHARE_IR_CONTEXT=0")

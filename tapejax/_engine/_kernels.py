@@ -32,6 +32,7 @@ from typing import Any
 
 import jax
 import jax.core
+import numpy as np
 
 from .. import config as _config
 
@@ -286,7 +287,9 @@ _ctx_local = threading.local()
 _PKG_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep
 _k: Any = kernel(abs)
 _SHARING_CODES = frozenset({jit(abs).__code__, _k.__code__, _k.run1.__code__, _k.run2.__code__})
-_RUN_CODE = _run.__code__
+# Frames skipped by the walk: ``_run`` (its caller's: a kernel's or staged's) and the host
+# hook below (the compile it lets through is its caller's).
+_TRANSPARENT: set = {_run.__code__}
 del _k
 
 
@@ -299,8 +302,8 @@ def _kernel_compile() -> bool:
         name = code.co_filename
         if name == OP_FILENAME:
             return True
-        if name.startswith(_PKG_DIR) and code is not _RUN_CODE:
-            return code in _SHARING_CODES  # (_run is its caller's: a kernel's or staged's)
+        if name.startswith(_PKG_DIR) and code not in _TRANSPARENT:
+            return code in _SHARING_CODES
         f = f.f_back
     return False
 
@@ -333,3 +336,109 @@ def _install_shared_ir_context() -> None:
 
 
 _install_shared_ir_context()
+
+
+# ---- a kernel's first call on the host -------------------------------------------------
+# A kernel signature seen for the first time is evaluated by NumPy (``_host``) instead of
+# lowered and compiled: a new tape's first gradient then compiles nothing it runs once.
+# The hook sits where jit, having traced a call its C++ cache missed, would compile it.
+# An answer without an executable would pin the signature to jit's slow Python path for
+# good; the flag jit's profile-guided recompiles use (``_EVICT``) makes its C++ cache drop
+# the entry instead, so the signature's next call misses again and compiles as before
+# (its trace is cached). Only a call a kernel started
+# (``_kernel_compile``), on one CPU device, with no donation; anything ``_host`` cannot
+# reproduce compiles at once.
+
+_host_calls: dict[int, list] = {}  # id(jaxpr) -> [jaxpr, host calls so far, Program] (the jaxpr pins the id)
+_MAX_HOST_SIGS = 8192
+host_counts = {"answered": 0}  # (``replay_cache_info().host_first_calls``)
+
+
+class _Evict:
+    # Read by jit's ``_need_to_rebuild_with_fdo``: true means "drop this cache entry".
+    @staticmethod
+    def is_enabled() -> bool:
+        return True
+
+    @staticmethod
+    def is_fdo_consumed() -> bool:
+        return False
+
+
+_EVICT = _Evict()
+
+
+def _host_outputs(args: tuple, jaxpr: Any, kw: dict, entry: list) -> list | None:
+    from jax._src.interpreters import pxla
+    from jax.sharding import SingleDeviceSharding
+
+    from . import _host
+
+    jcfg: Any = jax.config
+    if any(kw.get("donated_invars", ())) or jcfg.jax_debug_nans or jcfg.jax_debug_infs:
+        return None  # (JAX checks a compiled call's outputs for these)
+    dev: Any = None
+    sharding: Any = None
+    committed = False
+    for a in args:
+        if type(a) is _Array:
+            arr: Any = a
+            s = arr.sharding
+            if type(s) is not SingleDeviceSharding:
+                return None
+            if sharding is None:
+                sharding, dev = s, next(iter(s.device_set))
+            elif s != sharding:
+                return None
+            committed = committed or arr._committed
+        elif type(a) not in (float, int, bool):
+            return None
+    if dev is None or dev.platform != "cpu" or (not committed and jcfg.jax_default_device is not None):
+        return None  # (uncommitted arguments under jax.default_device: jit picks the device)
+    try:
+        if entry[2] is None:
+            entry[2] = _host.Program(jaxpr)
+        outs = entry[2].run(args)
+    except _host.Unsupported:
+        return None
+    # (a fresh C-ordered copy each: no result aliases an argument's buffer or another result)
+    return [
+        pxla.batched_device_put(v.aval, sharding, [np.array(o, order="C", copy=True)], [dev], committed)
+        for v, o in zip(jaxpr.jaxpr.outvars, outs)
+    ]
+
+
+def _install_host_first_call() -> None:
+    try:
+        from jax._src import pjit
+    except ImportError:  # pragma: no cover - a JAX without this module: every call compiles
+        return
+    impl = getattr(pjit, "_pjit_call_impl_python", None)
+    if impl is None or getattr(impl, "_tapejax_host", False):
+        return
+
+    def _pjit_call_impl_python(*args: Any, jaxpr: Any, **kw: Any) -> Any:
+        n = _config.kernel_host_first_calls
+        if n > 0 and (_on_cpu[0] if _on_cpu else _cpu()) and _kernel_compile():
+            entry = _host_calls.get(id(jaxpr))
+            if entry is None or entry[0] is not jaxpr:
+                if len(_host_calls) >= _MAX_HOST_SIGS:
+                    _host_calls.clear()
+                entry = _host_calls[id(jaxpr)] = [jaxpr, 0, None]
+            if entry[1] < n:
+                entry[1] += 1
+                outs = _host_outputs(args, jaxpr, kw, entry)
+                if outs is not None:
+                    host_counts["answered"] += 1
+                    # (no executable, and jit evicts the entry: the next call compiles)
+                    return outs, None, _EVICT, []
+                entry[1], entry[2] = n, None  # (not evaluable: the next call need not try again)
+        return impl(*args, jaxpr=jaxpr, **kw)
+
+    _TRANSPARENT.add(_pjit_call_impl_python.__code__)
+    _pjit_call_impl_python._tapejax_host = True  # type: ignore[attr-defined]
+    _pjit_call_impl_python.__wrapped__ = impl  # type: ignore[attr-defined]
+    pjit._pjit_call_impl_python = _pjit_call_impl_python
+
+
+_install_host_first_call()

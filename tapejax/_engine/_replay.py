@@ -50,6 +50,8 @@ class CacheInfo:
     background_compiles: int = 0
     # Eager gradients of long slices answered by compiled runs of equations (``_segments``).
     segmented: int = 0
+    # Kernel calls (eager ops, tier-0 pullbacks) answered on the host before their compile.
+    host_first_calls: int = 0
 
 
 class _Cache:
@@ -114,7 +116,8 @@ def cache_info() -> CacheInfo:
 
     ``interpreted`` / ``compiled`` / ``segmented`` count eager gradients answered by
     each replay tier (see ``tapejax.config.replay_tier``); ``background_compiles`` the
-    hot slices compiled on the background thread.
+    hot slices compiled on the background thread; ``host_first_calls`` the kernel calls
+    answered by NumPy before the kernel's compile (``tapejax.config.kernel_host_first_calls``).
 
     Example:
         >>> import tapejax as tf
@@ -124,7 +127,7 @@ def cache_info() -> CacheInfo:
     with _cache.lock:
         return CacheInfo(_cache.hits, _cache.misses, _cache.evictions, len(_cache.data), _cache.maxsize, _compile,
                          tier_counts["interpreted"], tier_counts["compiled"], tier_counts["background_compiles"],
-                         tier_counts["segmented"])
+                         tier_counts["segmented"], _kernels.host_counts["answered"])
 
 
 # Run first by ``cache_clear``: work still pending (lazy mode's programs, ``_lazy``) belongs to
@@ -141,6 +144,7 @@ def cache_clear() -> None:
         _cache.hits = _cache.misses = _cache.evictions = 0
         for k in tier_counts:
             tier_counts[k] = 0
+        _kernels.host_counts["answered"] = 0
     for hook in clear_hooks:
         hook()
 
