@@ -18,6 +18,10 @@ second step. The switch counts calls, so it never depends on timing. The two pip
 agree bit for bit on arithmetic, reductions and matmuls; a few transcendental functions
 (``tanh``, ``log1p``) may differ in the last bit between them. Whole-slice, segment and
 lazy-step programs (the steady state) always get XLA's full pipeline.
+
+Before any of that, a signature's first ``config.kernel_host_first_calls`` calls (default 2)
+are answered by NumPy on the host where it reproduces XLA:CPU (``_host``; the hook is at the
+end of this module), so a signature met once or twice compiles nothing.
 """
 
 from __future__ import annotations
