@@ -551,7 +551,10 @@ def test_recompute_grad_values_and_gradients_match_plain():
         y1 = block(x)
         y2 = _chain(ws, x)
         l1, l2 = tf.reduce_sum(y1 * y1), tf.reduce_sum(y2 * y2)
-    np.testing.assert_array_equal(y1.numpy(), y2.numpy())
+    # Equal to rounding, not bit for bit: block(x) makes these matmul/tanh signatures' first
+    # calls, which NumPy answers on the host (correctly rounded tanh), while _chain's calls come
+    # later and run XLA's compiled kernels (compat_docs/differences.md, issue 19).
+    np.testing.assert_allclose(y1.numpy(), y2.numpy(), rtol=2e-6, atol=1e-7)
     wv = [w.numpy() for w in ws]
 
     def ref(h):
