@@ -57,6 +57,9 @@ EXACT_UNARY = [
     lambda x: jnp.clip(x, -2.0, 3.0), lambda x: (x > 0.5).astype(x.dtype),
     lambda x: jnp.trunc(jnp.clip(x, -1e6, 1e6)).astype(jnp.int32).astype(x.dtype),
     lambda x: lax.dynamic_update_slice(x, x[:2, :2] * 2.0, (1, 2)),
+    lambda x: lax.clamp(-2.0, x, 3.0), lambda x: lax.clamp(-x, x, jnp.abs(x) + 1.0),
+    lambda x: jnp.argmax(x, axis=1).astype(x.dtype)[:, None] - x,
+    lambda x: jnp.argmin(x, axis=0).astype(x.dtype) + x,
     lambda x: jnp.cumsum(x, axis=0),  # (no NumPy rule: the host declines)
 ]
 EXACT_BINARY = [
@@ -65,10 +68,14 @@ EXACT_BINARY = [
     lambda a, b: a * 2.0 + b, lambda a, b: jnp.concatenate([a[:1], b[1:]], axis=0),
 ]
 INEXACT_UNARY = [
-    jnp.exp, jnp.log, jnp.sin, jnp.cos, jnp.tanh, jnp.log1p, jnp.expm1, jax.nn.sigmoid,
+    # (sin and cos of arguments clipped to +-1e4: a last-bit difference of an inexact op's
+    # result near 1e30 is an ulp of 1e23, which a periodic function turns into any value
+    # in [-1, 1]; their huge arguments are checked on identical inputs below)
+    jnp.exp, jnp.log, lambda x: jnp.sin(jnp.clip(x, -1e4, 1e4)), lambda x: jnp.cos(jnp.clip(x, -1e4, 1e4)), jnp.tanh, jnp.log1p, jnp.expm1, jax.nn.sigmoid,
     jax.nn.softplus, lax.rsqrt, lambda x: x**2.5, jnp.arctan,
     lambda x: x - jnp.mean(x, axis=1, keepdims=True), lambda x: jnp.sum(x, axis=0) * x,
     lambda x: x @ jnp.linspace(-1.0, 1.0, 16, dtype=x.dtype).reshape(4, 4),
+    lambda x: jax.nn.logsumexp(x, axis=1, keepdims=True) - x,  # (stop_gradient in its jaxpr)
     lambda x: jnp.einsum("ij,kj->ik", x, x)[:, :1] * x,
 ]
 INEXACT_BINARY = [jnp.power, jnp.arctan2, lambda a, b: jnp.sum(a * b, axis=1, keepdims=True) + a]
@@ -139,6 +146,17 @@ def _check_programs(seed: int, n: int, dtype) -> tuple[int, int]:
                     np.testing.assert_allclose(g, w, rtol=2e-4 if dtype == jnp.float32 else 1e-9,
                                                atol=1e-5, equal_nan=True, err_msg=f"case {case} input {k}")
     return done, declined
+
+
+def test_periodic_functions_of_huge_arguments_match_xla():
+    # Argument reduction of huge float32 values: the host (libm in float64, rounded once)
+    # against XLA's kernel on the same inputs.
+    x = np.float32([1e4, -3.7e5, 1e8, 2.5e12, 1e20, -6.0000005e29, 1e30, 3.4e38])
+    for fn in (jnp.sin, jnp.cos):
+        cj = jax.make_jaxpr(fn)(jnp.asarray(x))
+        (got,) = _host.evaluate(cj, [jnp.asarray(x)])
+        want = np.asarray(_xla(fn, [jnp.asarray(x)]))
+        assert (np.abs(got.view(np.int32) - want.view(np.int32)) <= 2).all(), (fn, got, want)
 
 
 def test_random_programs_match_xla_or_are_declined():

@@ -48,6 +48,11 @@ def _check(x: np.ndarray) -> None:
     # The values XLA:CPU would see differently: a subnormal (flushed to zero there).
     tiny = _TINY.get(x.dtype)
     if tiny is not None:
+        if x.ndim == 0:  # (a scalar: one Python comparison instead of three NumPy calls)
+            v = abs(float(x))
+            if 0.0 < v < tiny:
+                raise Unsupported("subnormal")
+            return
         a = np.abs(x)
         small = a < tiny
         if small.any() and (small & (a > 0)).any():  # (zeros are common, subnormals rare)
@@ -195,6 +200,20 @@ def _dot_general(e: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return r.reshape([*nb, *(a.shape[d] for d in fa), *(b.shape[d] for d in fb)])
 
 
+def _clamp(e: Any, lo: np.ndarray, x: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    # XLA's clamp is max then min, NaN-propagating, with its signed-zero conventions.
+    return _min(e, _max(e, x, lo), hi)
+
+
+def _arg_extreme(fn: Callable) -> Callable:
+    # The first index of the extreme value, a NaN counting as the extreme (both agree).
+    def rule(e: Any, x: np.ndarray) -> np.ndarray:
+        (axis,) = e.params["axes"]
+        return fn(x, axis=axis).astype(np.dtype(e.params["index_dtype"]))
+
+    return rule
+
+
 def _select_n(e: Any, which: np.ndarray, *cases: np.ndarray) -> np.ndarray:
     if which.dtype == np.bool_:
         return np.where(which, cases[1], cases[0]) if len(cases) == 2 else cases[0]
@@ -280,7 +299,9 @@ RULES: dict[str, Callable[..., Any]] = {
     "gt": _ew(np.greater), "ge": _ew(np.greater_equal), "is_finite": _ew_float(np.isfinite),
     "and": _ew(np.bitwise_and), "or": _ew(np.bitwise_or), "xor": _ew(np.bitwise_xor),
     "not": _ew(np.invert), "select_n": _select_n, "convert_element_type": _convert,
-    "copy": _ew(np.copy), "copy_p": _ew(np.copy),
+    "copy": _ew(np.copy), "copy_p": _ew(np.copy), "stop_gradient": lambda e, x: x,
+    "add_any": _ew(np.add), "clamp": _clamp,
+    "argmax": _arg_extreme(np.argmax), "argmin": _arg_extreme(np.argmin),
     # data movement
     "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape,
     "squeeze": lambda e, x: np.squeeze(x, axis=tuple(e.params["dimensions"])),
@@ -312,7 +333,7 @@ _CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "custom_jvp_call": "call_jaxpr", "cus
 # Results that cannot be subnormal when no input is: not checked.
 _NO_NEW_SUBNORMAL = frozenset({
     "neg", "abs", "sign", "max", "min", "floor", "ceil", "eq", "ne", "lt", "le", "gt", "ge",
-    "is_finite", "and", "or", "xor", "not", "select_n", "copy", "copy_p", "broadcast_in_dim",
+    "is_finite", "and", "or", "xor", "not", "select_n", "copy", "copy_p", "stop_gradient", "clamp", "argmax", "argmin", "broadcast_in_dim",
     "reshape", "squeeze", "expand_dims", "transpose", "rev", "concatenate", "stack", "split",
     "slice", "dynamic_slice", "dynamic_update_slice", "iota", "pad", "reduce_max", "reduce_min",
     "reduce_and", "reduce_or",

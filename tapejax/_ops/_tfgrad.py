@@ -20,9 +20,12 @@ from typing import Any
 import jax
 import jax.core
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.extend import core as jex_core
 from jax.interpreters import ad, batching, mlir
+
+from .._engine import _host
 
 __all__ = ["mul_nonan", "sqrt", "rsqrt", "reciprocal", "abs", "pow", "logsumexp"]
 
@@ -36,6 +39,15 @@ mul_nonan_p = jex_core.Primitive("tf_mul_nonan")
 mul_nonan_p.def_impl(_mul_nonan_impl)
 mul_nonan_p.def_abstract_eval(lambda t, d: jax.core.ShapedArray(jnp.broadcast_shapes(t.shape, d.shape), jnp.result_type(t, d)))
 mlir.register_lowering(mul_nonan_p, mlir.lower_fun(_mul_nonan_impl, multiple_results=False))
+
+
+def _mul_nonan_host(eqn: Any, t: np.ndarray, d: np.ndarray) -> np.ndarray:
+    # The host evaluator's rule (``_engine._host``): the same IEEE product and select.
+    prod = np.multiply(t, d)
+    return np.where(t == 0, np.zeros_like(prod), prod)
+
+
+_host.RULES[mul_nonan_p.name] = _mul_nonan_host
 
 
 def mul_nonan(t: Any, d: Any) -> Any:
