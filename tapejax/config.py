@@ -27,14 +27,18 @@ The replay tiers of an eager gradient (see ``compat_docs/performance.md``):
   its optimizer off: about 3x faster to build, as fast to run at that size. 0 turns it
   off. A larger call runs that fast program too while its signature is new: for its
   first ``kernel_fast_first_calls`` calls (default 1; 0 compiles the full program at
-  once), then XLA's full pipeline. Whole-slice, segment and lazy programs always get
-  the full pipeline.
-- ``kernel_host_first_calls``: a kernel signature's first calls (default 2: a signature
-  a first gradient meets once or twice) are evaluated on the host with NumPy instead of
-  compiled, when the program holds only operations NumPy computes as XLA:CPU does (bit
-  for bit for IEEE arithmetic, to a few ulp for transcendental functions, reductions and
-  matmuls); its next call compiles. CPU only; 0 turns it off
-  (``TAPEJAX_KERNEL_HOST_FIRST_CALLS`` at import).
+  once), or, if more, while its calls have read at most ``kernel_fast_budget_elements``
+  elements (default 2**18, so 8 calls on 32k-element arrays and 1 on 256k; 0
+  turns the budget off), then XLA's full pipeline, which costs 20-140 ms to build and
+  runs elementwise code up to 8x faster. Whole-slice, segment and lazy programs always
+  get the full pipeline.
+- ``kernel_host_first_calls``: a kernel signature's first calls (default 8: a signature
+  a first gradient, or a cell run a few times, meets up to 8 times) are evaluated on the
+  host with NumPy instead of compiled, when the program holds only operations NumPy
+  computes as XLA:CPU does (bit for bit for IEEE arithmetic, to a few ulp for
+  transcendental functions, reductions and matmuls); its next call compiles. A large
+  signature with at most twice that many fast-program calls (below) has those answered
+  there too, and builds only the full program. CPU only; 0 turns it off (``TAPEJAX_KERNEL_HOST_FIRST_CALLS`` at import).
 
 Across processes, ``set_compilation_cache_dir(path)`` (or ``TAPEJAX_COMPILATION_CACHE_DIR``)
 keeps the compiled programs on disk, so a later process loads its kernels instead of
@@ -98,10 +102,11 @@ replay_max_compile_eqns: int = 256
 replay_segment_eqns: int = 128
 kernel_fast_compile_elements: int = 1024
 kernel_fast_first_calls: int = 1
+kernel_fast_budget_elements: int = 1 << 18
 
 
 def _env_host_first_calls() -> int:
-    raw = os.environ.get("TAPEJAX_KERNEL_HOST_FIRST_CALLS", "2").strip() or "2"
+    raw = os.environ.get("TAPEJAX_KERNEL_HOST_FIRST_CALLS", "8").strip() or "8"
     try:
         n = int(raw)
     except ValueError:

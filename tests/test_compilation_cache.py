@@ -95,6 +95,9 @@ def _run(tmp_path, seed: int, n: int, cache: str | None, x64: bool = False) -> d
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COMPILATION_CACHE", "TAPEJAX_COMPILATION_CACHE"))}
     env["JAX_ENABLE_X64"] = "1" if x64 else "0"
     env["JAX_PLATFORMS"] = "cpu"
+    # (the cache holds compiled programs: every kernel compiles at its first call, none is
+    # answered on the host, so eight small programs exercise it)
+    env["TAPEJAX_KERNEL_HOST_FIRST_CALLS"] = "0"
     if cache is not None:
         env["TAPEJAX_COMPILATION_CACHE_DIR"] = cache
     r = subprocess.run([sys.executable, str(script), str(seed), str(n)], capture_output=True, text=True, env=env, timeout=600)

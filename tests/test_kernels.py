@@ -22,6 +22,8 @@ pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="the fast
 def limit(monkeypatch):
     # These tests are about the compiled pipelines: no call is answered on the host.
     monkeypatch.setattr(config, "kernel_host_first_calls", 0)
+    # (and the switch to the full program is by call count alone: no element budget)
+    monkeypatch.setattr(config, "kernel_fast_budget_elements", 0)
     saved = config.kernel_fast_compile_elements, config.replay_tier, config.kernel_fast_first_calls
 
     def set_(n):
@@ -53,6 +55,49 @@ def test_small_calls_use_the_fast_program_and_large_ones_switch_to_the_full_one(
     assert check(jnp.linspace(-2, 2, 67)) == (3, 2)
     limit(0)  # off: everything through the full pipeline
     assert check(jnp.linspace(0, 1, 8)) == (3, 3)
+
+
+def test_the_element_budget_sets_when_a_large_signature_compiles_the_full_program(limit, monkeypatch):
+    # With a budget, a large signature runs its fast program while its calls have read at
+    # most the budget's elements (at least kernel_fast_first_calls calls), counting the
+    # host's first calls too; the values agree with the full program's throughout.
+    limit(64)
+    config.kernel_fast_first_calls = 1
+    monkeypatch.setattr(config, "kernel_fast_budget_elements", 1000)
+    assert _kernels.fast_calls(200) == 5 and _kernels.fast_calls(5000) == 1
+    monkeypatch.setattr(config, "kernel_host_first_calls", 3)
+    assert _kernels.fast_calls(200) == 8
+    monkeypatch.setattr(config, "kernel_host_first_calls", 0)
+    k = _kernels.jit(lambda a: jnp.tanh(a) * 3.0)
+    x = jnp.linspace(-2, 2, 200)  # 200 elements: 5 fast calls, then the full program
+    ran = []
+    for _ in range(7):
+        before = k.full._cache_size()
+        np.testing.assert_allclose(k(x), jnp.tanh(x) * 3.0, rtol=1e-6, atol=1e-6)
+        ran.append(k.full._cache_size() > before)
+    assert ran == [False] * 5 + [True, False]
+    assert k.fast._cache_size() == 1
+    config.kernel_fast_first_calls = 0  # 0 still compiles the full program at once
+    assert _kernels.fast_calls(200) == 0
+
+
+def test_a_large_signature_with_few_fast_calls_runs_them_on_the_host(limit, monkeypatch):
+    # 400 elements, budget 1000: 2 fast calls + 3 host first calls = 5, at most twice 3, so the
+    # host answers all five and the first program built is the full one. 200 elements: 8 > 6,
+    # so the host answers its 3 and the fast program runs the rest, as before.
+    limit(64)
+    config.kernel_fast_first_calls = 1
+    monkeypatch.setattr(config, "kernel_fast_budget_elements", 1000)
+    monkeypatch.setattr(config, "kernel_host_first_calls", 3)
+    for n, host, fast in ((400, 5, 0), (200, 3, 1)):
+        k = _kernels.jit(lambda a: jnp.tanh(a) * 3.0 - 1.0)
+        x = jnp.linspace(-2, 2, n)
+        before = _kernels.host_counts["answered"]
+        vals = [np.asarray(k(x)) for _ in range(_kernels.fast_calls(n) + 2)]
+        assert _kernels.host_counts["answered"] - before == host
+        assert (k.fast._cache_size(), k.full._cache_size()) == (fast, 1)
+        for v in vals:
+            np.testing.assert_allclose(v, np.tanh(np.asarray(x)) * 3.0 - 1.0, rtol=1e-6, atol=1e-6)
 
 
 def test_kernels_with_static_params_switch_per_signature(limit, monkeypatch):

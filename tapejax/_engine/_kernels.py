@@ -10,18 +10,21 @@ large arrays (``tanh`` of a million floats: 0.18 ms against 3.1 ms) and none on 
 (an add of 16 floats: 5.3 µs either way). So a kernel is built the fast way only when
 every input holds at most ``config.kernel_fast_compile_elements`` elements (default
 1024; 0 turns it off), on the CPU backend only. A larger call of the same kernel runs the
-fast program for its signature's first ``config.kernel_fast_first_calls`` calls (default
-1) and XLA's fully compiled program from then on: a new tape's first gradient and a
-notebook cell run once skip the expensive compile (mlp_step's first call compiles 26
-programs, 25-120 ms each the full way), while a loop reaches the full program at its
-second step. The switch counts calls, so it never depends on timing. The two pipelines
+fast program for its signature's first calls (:func:`fast_calls`: at least
+``config.kernel_fast_first_calls``, more while the elements read stay within
+``config.kernel_fast_budget_elements``) and XLA's fully compiled program from then on: a
+new tape's first gradient, a notebook cell run a few times and a short loop skip the
+expensive compile (mlp_step compiles 26 programs, 25-120 ms each the full way), while a
+long loop reaches the full program once the fast one's extra time would have paid for
+it. The switch counts calls, so it never depends on timing. The two pipelines
 agree bit for bit on arithmetic, reductions and matmuls; a few transcendental functions
 (``tanh``, ``log1p``) may differ in the last bit between them. Whole-slice, segment and
 lazy-step programs (the steady state) always get XLA's full pipeline.
 
-Before any of that, a signature's first ``config.kernel_host_first_calls`` calls (default 2)
-are answered by NumPy on the host where it reproduces XLA:CPU (``_host``; the hook is at the
-end of this module), so a signature met once or twice compiles nothing.
+Before any of that, a signature's first ``config.kernel_host_first_calls`` calls (default 8),
+and a large signature's fast-program calls when they are few, are answered by NumPy on the
+host where it reproduces XLA:CPU (``_host``; the hook is at the end of this module), so a
+signature met a few times compiles nothing.
 """
 
 from __future__ import annotations
@@ -105,18 +108,41 @@ def _mode(args: tuple) -> int:
 _MAX_SIGS = 4096  # large-call signatures remembered per kernel (a forgotten one runs fast once more)
 
 
-def _large(seen: dict, key: Any, args: tuple) -> bool:
-    """Whether a large call should run the fast program: its signature (``key`` and the
-    arguments' avals) has been called fewer than ``config.kernel_fast_first_calls`` times.
-    Large calls only, so the signature's cost (about a microsecond) is small beside the
-    op's own."""
+def fast_calls(elements: int) -> int:
+    """How many calls of a large signature whose arguments hold ``elements`` elements run the
+    fast program before XLA's full one is compiled: ``config.kernel_fast_first_calls``, or
+    while the elements read stay within ``config.kernel_fast_budget_elements`` if that is
+    more, plus the calls the host answers first (``config.kernel_host_first_calls``), which
+    count here too.
+
+    Why a budget: the full pipeline costs 20-140 ms per program, and what it buys per call
+    grows with the elements (measured, XLA:CPU on the project's 2-core machine: the fast
+    program's ``tanh`` is 14 ns an element slower, ``relu`` 7, ``add`` 1.5, matmuls and
+    reductions no slower). Compiling once the fast program's extra time could have paid
+    for the compile (a ski rental) bounds a loop's total at about twice the best choice
+    made in hindsight; compiling at the second call made a 6-step MLP loop pay 1 s of full
+    compiles that 100 steps would not repay. The count depends on shapes only, never on
+    timing, so which calls run which program is reproducible."""
     first = _config.kernel_fast_first_calls
     if first <= 0:
+        return 0
+    budget = _config.kernel_fast_budget_elements
+    if budget > 0:
+        first = max(first, budget // max(elements, 1))
+    return first + max(_config.kernel_host_first_calls, 0)
+
+
+def _large(seen: dict, key: Any, args: tuple) -> bool:
+    """Whether a large call should run the fast program: its signature (``key`` and the
+    arguments' avals) has been called fewer than :func:`fast_calls` times. Large calls
+    only, so the signature's cost (about a microsecond) is small beside the op's own."""
+    if _config.kernel_fast_first_calls <= 0:
         return False
     sig = (key, *(
         (a.shape, a.dtype, getattr(a, "weak_type", False)) if hasattr(a, "shape") else type(a) for a in args
     ))
     n = seen.get(sig, 0)
+    first = fast_calls(sum(math.prod(a.shape) for a in args if hasattr(a, "shape")))
     if n >= first:
         return False
     if n == 0 and len(seen) >= _MAX_SIGS:
@@ -353,7 +379,8 @@ _install_shared_ir_context()
 # (``_kernel_compile``), on one CPU device, with no donation; anything ``_host`` cannot
 # reproduce compiles at once.
 
-_host_calls: dict[int, list] = {}  # id(jaxpr) -> [jaxpr, host calls so far, Program] (the jaxpr pins the id)
+# id(jaxpr) -> [jaxpr, host calls so far, Program, elements if large] (the jaxpr pins the id)
+_host_calls: dict[int, list] = {}
 _MAX_HOST_SIGS = 8192
 host_counts = {"answered": 0}  # (``replay_cache_info().host_first_calls``)
 
@@ -372,12 +399,19 @@ class _Evict:
 _EVICT = _Evict()
 
 
-def _host_outputs(args: tuple, jaxpr: Any, kw: dict, entry: list) -> list | None:
+@functools.cache
+def _host_modules() -> tuple:
+    # Imported at the first host call, once (not per call: a host call is on a hot path).
     from jax._src.interpreters import pxla
     from jax.sharding import SingleDeviceSharding
 
     from . import _host
 
+    return pxla, SingleDeviceSharding, _host
+
+
+def _host_outputs(args: tuple, jaxpr: Any, kw: dict, entry: list) -> list | None:
+    pxla, SingleDeviceSharding, _host = _host_modules()  # noqa: N806
     jcfg: Any = jax.config
     if any(kw.get("donated_invars", ())) or jcfg.jax_debug_nans or jcfg.jax_debug_infs:
         return None  # (JAX checks a compiled call's outputs for these)
@@ -412,6 +446,20 @@ def _host_outputs(args: tuple, jaxpr: Any, kw: dict, entry: list) -> list | None
     ]
 
 
+def _large_elements(args: tuple) -> int:
+    # A large signature (an argument over ``kernel_fast_compile_elements``): its elements,
+    # else 0. The host can answer every call of a large one that would run the fast
+    # program (``fast_calls``), so it never builds one: on arrays that size NumPy runs
+    # elementwise code and matmuls as fast as the unoptimized program or faster (add of
+    # 64k floats: 15 against 150 us; tanh of 32k: about 300 against 530 us) and skips its
+    # 15-40 ms compile.
+    lim = _config.kernel_fast_compile_elements
+    if lim <= 0:
+        return 0
+    sizes = [math.prod(a.shape) for a in args if type(a) is _Array]  # type: ignore[attr-defined]
+    return sum(sizes) if any(s > lim for s in sizes) else 0
+
+
 def _install_host_first_call() -> None:
     try:
         from jax._src import pjit
@@ -428,7 +476,16 @@ def _install_host_first_call() -> None:
             if entry is None or entry[0] is not jaxpr:
                 if len(_host_calls) >= _MAX_HOST_SIGS:
                     _host_calls.clear()
-                entry = _host_calls[id(jaxpr)] = [jaxpr, 0, None]
+                entry = _host_calls[id(jaxpr)] = [jaxpr, 0, None, _large_elements(args)]
+            if entry[3]:
+                # A large signature with few fast calls left after the host's: the host takes
+                # them too, and no fast program is built. With many (a signature just over
+                # the size limit: 2**18 // 1290 elements = 203 calls), the host's fixed cost
+                # (about 0.1 ms a call over a compiled program's) would outweigh a fast
+                # compile: it answers its n, then the fast program runs as before.
+                f = fast_calls(entry[3])
+                if f <= 2 * n:
+                    n = max(n, f)
             if entry[1] < n:
                 entry[1] += 1
                 outs = _host_outputs(args, jaxpr, kw, entry)
@@ -436,7 +493,7 @@ def _install_host_first_call() -> None:
                     host_counts["answered"] += 1
                     # (no executable, and jit evicts the entry: the next call compiles)
                     return outs, None, _EVICT, []
-                entry[1], entry[2] = n, None  # (not evaluable: the next call need not try again)
+                entry[1], entry[2] = 1 << 62, None  # (not evaluable: the next call need not try again)
         return impl(*args, jaxpr=jaxpr, **kw)
 
     _TRANSPARENT.add(_pjit_call_impl_python.__code__)
