@@ -38,7 +38,8 @@ The replay tiers of an eager gradient (see ``compat_docs/performance.md``):
   computes as XLA:CPU does (bit for bit for IEEE arithmetic, to a few ulp for
   transcendental functions, reductions and matmuls); its next call compiles. A large
   signature with at most twice that many fast-program calls (below) has those answered
-  there too, and builds only the full program. CPU only; 0 turns it off (``TAPEJAX_KERNEL_HOST_FIRST_CALLS`` at import).
+  there too, and builds only the full program. CPU only; 0 turns it off
+  (``TAPEJAX_KERNEL_HOST_FIRST_CALLS`` at import).
 
 Across processes, ``set_compilation_cache_dir(path)`` (or ``TAPEJAX_COMPILATION_CACHE_DIR``)
 keeps the compiled programs on disk, so a later process loads its kernels instead of

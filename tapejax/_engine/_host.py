@@ -333,8 +333,8 @@ _CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "custom_jvp_call": "call_jaxpr", "cus
 # Results that cannot be subnormal when no input is: not checked.
 _NO_NEW_SUBNORMAL = frozenset({
     "neg", "abs", "sign", "max", "min", "floor", "ceil", "eq", "ne", "lt", "le", "gt", "ge",
-    "is_finite", "and", "or", "xor", "not", "select_n", "copy", "copy_p", "stop_gradient", "clamp", "argmax", "argmin", "broadcast_in_dim",
-    "reshape", "squeeze", "expand_dims", "transpose", "rev", "concatenate", "stack", "split",
+    "is_finite", "and", "or", "xor", "not", "select_n", "copy", "copy_p", "stop_gradient", "clamp",
+    "argmax", "argmin", "broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose", "rev", "concatenate", "stack", "split",
     "slice", "dynamic_slice", "dynamic_update_slice", "iota", "pad", "reduce_max", "reduce_min",
     "reduce_and", "reduce_or",
 })

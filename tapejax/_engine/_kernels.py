@@ -142,13 +142,19 @@ def _large(seen: dict, key: Any, args: tuple) -> bool:
         (a.shape, a.dtype, getattr(a, "weak_type", False)) if hasattr(a, "shape") else type(a) for a in args
     ))
     n = seen.get(sig, 0)
-    first = fast_calls(sum(math.prod(a.shape) for a in args if hasattr(a, "shape")))
-    if n >= first:
+    if n < 0:
+        return False  # (switched: the full program from now on, without recounting the budget)
+    if n >= fast_calls(_elements(args)):
+        seen[sig] = -1
         return False
     if n == 0 and len(seen) >= _MAX_SIGS:
         seen.clear()
     seen[sig] = n + 1
     return True
+
+
+def _elements(args: tuple) -> int:
+    return sum(math.prod(a.shape) for a in args if hasattr(a, "shape"))
 
 
 def _run(fast: Callable, full: Callable, args: tuple) -> Any:
@@ -453,11 +459,7 @@ def _large_elements(args: tuple) -> int:
     # elementwise code and matmuls as fast as the unoptimized program or faster (add of
     # 64k floats: 15 against 150 us; tanh of 32k: about 300 against 530 us) and skips its
     # 15-40 ms compile.
-    lim = _config.kernel_fast_compile_elements
-    if lim <= 0:
-        return 0
-    sizes = [math.prod(a.shape) for a in args if type(a) is _Array]  # type: ignore[attr-defined]
-    return sum(sizes) if any(s > lim for s in sizes) else 0
+    return _elements(args) if _mode(args) == _LARGE else 0
 
 
 def _install_host_first_call() -> None:
