@@ -32,14 +32,19 @@ The replay tiers of an eager gradient (see ``compat_docs/performance.md``):
   turns the budget off), then XLA's full pipeline, which costs 20-140 ms to build and
   runs elementwise code up to 8x faster. Whole-slice, segment and lazy programs always
   get the full pipeline.
-- ``kernel_host_first_calls``: a kernel signature's first calls (default 8: a signature
-  a first gradient, or a cell run a few times, meets up to 8 times) are evaluated on the
-  host with NumPy instead of compiled, when the program holds only operations NumPy
-  computes as XLA:CPU does (bit for bit for IEEE arithmetic, to a few ulp for
-  transcendental functions, reductions and matmuls); its next call compiles. A large
-  signature with at most twice that many fast-program calls (below) has those answered
-  there too, and builds only the full program. CPU only; 0 turns it off
-  (``TAPEJAX_KERNEL_HOST_FIRST_CALLS`` at import).
+- ``kernel_host_first_calls`` and ``kernel_host_budget_elements``: a kernel signature's
+  first calls are evaluated on the host with NumPy instead of compiled, when the program
+  holds only operations NumPy computes as XLA:CPU does (bit for bit for IEEE arithmetic,
+  to a few ulp for transcendental functions, reductions and matmuls); the call after the
+  last compiles. How many: at least ``kernel_host_first_calls`` (default 8), and more
+  while the calls' elements, each call counted 4096 more for its own fixed cost, stay
+  within ``kernel_host_budget_elements`` (default 4,000,000: about 970 calls of a scalar
+  op, 780 on 1024-element arrays, 110 on 32k; 0 turns the budget off): about as long as
+  the host's extra time over a compiled call adds up to one compile. A large signature
+  with at most twice that many fast-program calls (below) has those answered there too,
+  and builds only the full program. CPU only; ``kernel_host_first_calls = 0`` turns it
+  off (``TAPEJAX_KERNEL_HOST_FIRST_CALLS`` and ``TAPEJAX_KERNEL_HOST_BUDGET_ELEMENTS`` at
+  import).
 
 Across processes, ``set_compilation_cache_dir(path)`` (or ``TAPEJAX_COMPILATION_CACHE_DIR``)
 keeps the compiled programs on disk, so a later process loads its kernels instead of
@@ -106,18 +111,17 @@ kernel_fast_first_calls: int = 1
 kernel_fast_budget_elements: int = 1 << 18
 
 
-def _env_host_first_calls() -> int:
-    raw = os.environ.get("TAPEJAX_KERNEL_HOST_FIRST_CALLS", "8").strip() or "8"
+def _env_count(name: str, default: int, zero: str) -> int:
+    raw = os.environ.get(name, "").strip() or str(default)
     try:
         n = int(raw)
     except ValueError:
-        raise ValueError(
-            f"TAPEJAX_KERNEL_HOST_FIRST_CALLS must be a whole number (0 turns host first calls off); got {raw!r}."
-        ) from None
+        raise ValueError(f"{name} must be a whole number (0 turns {zero} off); got {raw!r}.") from None
     return max(n, 0)
 
 
-kernel_host_first_calls: int = _env_host_first_calls()
+kernel_host_first_calls: int = _env_count("TAPEJAX_KERNEL_HOST_FIRST_CALLS", 8, "host first calls")
+kernel_host_budget_elements: int = _env_count("TAPEJAX_KERNEL_HOST_BUDGET_ELEMENTS", 4_000_000, "the host budget")
 
 
 # ---- execution mode (eager / lazy) ------------------------------------------------------------

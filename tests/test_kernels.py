@@ -66,6 +66,7 @@ def test_the_element_budget_sets_when_a_large_signature_compiles_the_full_progra
     monkeypatch.setattr(config, "kernel_fast_budget_elements", 1000)
     assert _kernels.fast_calls(200) == 5 and _kernels.fast_calls(5000) == 1
     monkeypatch.setattr(config, "kernel_host_first_calls", 3)
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
     assert _kernels.fast_calls(200) == 8
     monkeypatch.setattr(config, "kernel_host_first_calls", 0)
     k = _kernels.jit(lambda a: jnp.tanh(a) * 3.0)
@@ -89,6 +90,7 @@ def test_a_large_signature_with_few_fast_calls_runs_them_on_the_host(limit, monk
     config.kernel_fast_first_calls = 1
     monkeypatch.setattr(config, "kernel_fast_budget_elements", 1000)
     monkeypatch.setattr(config, "kernel_host_first_calls", 3)
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
     for n, host, fast in ((400, 5, 0), (200, 3, 1)):
         k = _kernels.jit(lambda a: jnp.tanh(a) * 3.0 - 1.0)
         x = jnp.linspace(-2, 2, n)

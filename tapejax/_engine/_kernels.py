@@ -129,7 +129,34 @@ def fast_calls(elements: int) -> int:
     budget = _config.kernel_fast_budget_elements
     if budget > 0:
         first = max(first, budget // max(elements, 1))
-    return first + max(_config.kernel_host_first_calls, 0)
+    return first + host_calls(elements)
+
+
+# A host call's fixed cost over a compiled one, in elements: measured on the project's
+# 2-core machine, a host call of a scalar op costs about 12 us more than the compiled
+# kernel's (jit's miss, NumPy's dispatch, a device_put of each result), and each element
+# about 3 ns more (NumPy's unvectorized transcendental functions).
+_HOST_CALL_ELEMENTS = 4096
+
+
+def host_calls(elements: int) -> int:
+    """How many calls of a signature whose arguments hold ``elements`` elements the host
+    answers before its program is compiled: ``config.kernel_host_first_calls``, or while
+    the calls' elements (each counted ``_HOST_CALL_ELEMENTS`` more) stay within
+    ``config.kernel_host_budget_elements`` if that is more; 0 when the first is 0.
+
+    Why a budget: a compile costs 10-20 ms on the fast pipeline and a host call about 3x a
+    compiled call (12 us more for a scalar op), so answering on the host until the extra
+    time could have paid for the compile (a ski rental, as :func:`fast_calls`) keeps any
+    loop within about twice the best choice made in hindsight, and a first gradient
+    whose signatures each come up hundreds of times compiles nothing."""
+    n = _config.kernel_host_first_calls
+    if n <= 0:
+        return 0
+    budget = _config.kernel_host_budget_elements
+    if budget > 0:
+        n = max(n, budget // (elements + _HOST_CALL_ELEMENTS))
+    return n
 
 
 def _large(seen: dict, key: Any, args: tuple) -> bool:
@@ -168,14 +195,20 @@ def _run(fast: Callable, full: Callable, args: tuple) -> Any:
         return full(*args)
 
 
+def _programs(fn: Callable) -> tuple[Any, Any]:
+    """The fast and full ``jax.jit`` programs of a kernel's ``fn``, whose first calls of a
+    signature are answered on the host (``_hosted``, at the end of this module)."""
+    table: dict = {}
+    return (_hosted(jax.jit(fn, compiler_options=FAST_OPTIONS), table), _hosted(jax.jit(fn), table))
+
+
 def jit(fn: Callable) -> Callable:
     """``jax.jit(fn)``, whose small calls compile with :data:`FAST_OPTIONS` (see the module doc).
 
     Inside a trace (a tracer among the arguments) the call is inlined, as a nested
     ``jax.jit`` is.
     """
-    full = jax.jit(fn)
-    fast = jax.jit(fn, compiler_options=FAST_OPTIONS)
+    fast, full = _programs(fn)
     seen: dict = {}
 
     def call(*args: Any) -> Any:
@@ -224,8 +257,7 @@ def kernel(impl: Callable) -> Callable:
     a fast/full pair of programs per set of static parameters (each keeps jit's own cache
     of input shapes). Traced, a jnp function that is itself jitted is called as it is, so a
     traced program holds its primitives, not a call of a wrapper."""
-    full = jax.jit(impl)
-    fast = jax.jit(impl, compiler_options=FAST_OPTIONS)
+    fast, full = _programs(impl)
     by_params: dict = {}
     seen: dict = {}
     lock = threading.Lock()
@@ -246,7 +278,7 @@ def kernel(impl: Callable) -> Callable:
                 pair = by_params.get(key)
                 if pair is None:
                     fn = functools.partial(impl, **params)
-                    pair = by_params[key] = (jax.jit(fn, compiler_options=FAST_OPTIONS), jax.jit(fn))
+                    pair = by_params[key] = _programs(fn)
                     if len(by_params) > _CACHE_SIZE:
                         del by_params[next(iter(by_params))]
         if m == _FAST or (m == _LARGE and _large(seen, key, args)):
@@ -303,6 +335,172 @@ def kernel(impl: Callable) -> Callable:
     return call
 
 
+# ---- a kernel's first calls on the host -----------------------------------------------
+# A kernel signature's first calls are evaluated by NumPy (``_host``) instead of lowered
+# and compiled: a new tape's first gradient then compiles nothing it runs a few times.
+# The route is jit's own: its C++ dispatch finds no executable for a new signature and
+# calls a Python ``cache_miss``. A kernel's jit is a copy of ``jax.jit``'s function
+# object (the state pickling exposes) whose ``cache_miss`` asks the host first, so a
+# host answer costs what a compiled call does (about 7 us for a scalar op: no trace
+# cache lookup, no argument checks) and a compiled signature never reaches Python at all.
+# An answer without an executable would pin the signature to Python for good; the third
+# value a miss returns (jit's "rebuild" flag, set by its profile-guided recompiles) makes
+# its C++ cache drop the entry instead, so a later call misses again, and the call after
+# the host's last compiles as before. Only one CPU device and concrete arguments; anything
+# ``_host`` cannot reproduce compiles at once.
+
+host_counts = {"answered": 0}  # (``replay_cache_info().host_first_calls``)
+_MAX_HOST_SIGS = 1024  # signatures remembered per kernel (a forgotten one starts over)
+_DECLINED = 1 << 62  # an entry's count once it cannot be answered: the next call compiles
+
+
+@functools.cache
+def _host_modules() -> tuple:
+    # Imported at the first host call, once (not per call: a host call is on a hot path).
+    from jax._src import config as jax_config
+    from jax._src.interpreters import pxla
+    from jax.sharding import SingleDeviceSharding
+
+    from . import _host
+
+    put = getattr(getattr(pxla, "xc", None), "batched_device_put", None) or pxla.batched_device_put
+    return jax_config.trace_context, put, SingleDeviceSharding, _host
+
+
+class _Sig:
+    """What the host needs for one signature of one kernel: its program, the outputs'
+    avals and tree, and where the outputs live."""
+
+    __slots__ = ("calls", "elements", "large", "program", "avals", "tree", "sharding", "devices", "committed")
+
+    def __init__(self) -> None:
+        self.calls = _DECLINED
+        self.program: Any = None
+        self.avals: list = []
+        self.tree: Any = None
+        self.sharding: Any = None
+        self.devices: list = []
+        self.committed = False
+        self.elements = 0
+        self.large = False
+
+
+def _new_sig(jitted: Any, args: tuple) -> _Sig:
+    e = _Sig()
+    _, _, SingleDeviceSharding, _host = _host_modules()  # noqa: N806
+    jcfg: Any = jax.config
+    if jcfg.jax_debug_nans or jcfg.jax_debug_infs:
+        return e  # (JAX checks a compiled call's outputs for these)
+    sharding: Any = None
+    committed = False
+    for a in args:
+        if type(a) is _Array:
+            arr: Any = a
+            s = arr.sharding
+            if type(s) is not SingleDeviceSharding or (sharding is not None and s != sharding):
+                return e
+            sharding = s
+            committed = committed or arr._committed
+    if sharding is None:
+        return e  # (Python numbers only: jit picks the device)
+    dev = next(iter(sharding.device_set))
+    if dev.platform != "cpu" or (not committed and jcfg.jax_default_device is not None):
+        return e  # (uncommitted arguments under jax.default_device: jit picks the device)
+    try:
+        traced = jitted.trace(*args)  # (jit's trace cache: the compile this defers reuses it)
+        e.program = _host.Program(traced.jaxpr)
+    except _host.Unsupported:
+        return e
+    e.avals = [v.aval for v in traced.jaxpr.jaxpr.outvars]
+    tree = traced.out_tree
+    e.tree = None if tree.num_leaves == 1 and tree.num_nodes == 1 else tree
+    e.sharding, e.devices, e.committed = sharding, [dev], committed
+    e.elements, e.large = _elements(args), _mode(args) == _LARGE
+    e.calls = 0
+    return e
+
+
+def _host_limit(e: _Sig) -> int:
+    # (from the settings of each call: a test or a user may change them between calls)
+    n = host_calls(e.elements)
+    if e.large:
+        # A large signature with few fast calls left after the host's: the host takes them
+        # too, and no fast program is built. With many (a signature just over the size
+        # limit with a small host budget), the host's cost per call (NumPy against an
+        # unoptimized program on a larger array) would outweigh a fast compile: it answers
+        # its n, then the fast program runs as before.
+        f = fast_calls(e.elements)
+        if f <= 2 * n:
+            return max(n, f)
+    return n
+
+
+def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
+    """The outputs of ``jitted(*args)`` from the host, or None where the call should go to
+    jit (the signature's host calls are spent, or the host cannot reproduce it)."""
+    trace_context, put, _, _host = _host_modules()
+    sig: list = [trace_context()]
+    for a in args:
+        t = type(a)
+        if t is _Array:
+            sig.append((a.aval, a.sharding, a._committed))
+        elif t is float or t is int or t is bool:
+            sig.append(t)
+        else:
+            return None  # (a tracer: the call is being traced, not run)
+    key = tuple(sig)
+    e = table.get(key)
+    if e is None:
+        if len(table) >= _MAX_HOST_SIGS:
+            table.clear()
+        e = table[key] = _new_sig(jitted, args)
+    if e.calls >= _DECLINED or e.calls >= _host_limit(e):
+        return None
+    try:
+        outs = e.program.run(args)
+    except _host.Unsupported:
+        e.calls, e.program = _DECLINED, None  # (the next call need not try again)
+        return None
+    e.calls += 1
+    host_counts["answered"] += 1
+    # (a fresh C-ordered copy each: no result aliases an argument's buffer or another result)
+    res = [
+        put(aval, e.sharding, [np.array(o, order="C", copy=True)], e.devices, e.committed)
+        for aval, o in zip(e.avals, outs)
+    ]
+    return res[0] if e.tree is None else jax.tree_util.tree_unflatten(e.tree, res)
+
+
+def _host_miss(jitted: Any, real: Callable, table: dict) -> Callable:
+    def miss(*args: Any, **kw: Any) -> Any:
+        if _config.kernel_host_first_calls > 0 and not kw and (_on_cpu[0] if _on_cpu else _cpu()):
+            out = _host_answer(jitted, table, args)
+            if out is not None:
+                # (no executable, and the "rebuild" flag: jit drops the entry, so the next
+                # call misses again)
+                return out, None, True
+        return real(*args, **kw)
+
+    return miss
+
+
+def _hosted(jitted: Any, table: dict) -> Any:
+    """``jitted`` (a ``jax.jit`` function) whose cache misses ask the host first, sharing
+    ``table`` (signature -> :class:`_Sig`) with the other pipeline's program of the same
+    function, so a signature's host calls are counted once. Where this JAX's jit object
+    cannot be copied so, ``jitted`` itself: every call compiles, as without the host."""
+    try:
+        state = jitted.__getstate__()
+        real = state["cache_miss"]
+        cls: Any = type(jitted)
+        clone = cls.__new__(cls)
+        clone.__setstate__(dict(state, cache_miss=_host_miss(jitted, real, table)))
+        clone.__dict__.update(jitted.__dict__)  # (``_fun``, ``_jit_info``: lower, trace)
+    except Exception:  # noqa: BLE001 - a JAX whose jit objects differ: no host answers
+        return jitted
+    return clone
+
+
 # ---- one MLIR context for the kernels' lowerings ------------------------------------
 # JAX lowers every program into a new MLIR context (``mlir.make_ir_context``): loading its
 # dialects costs about 2.5-3.5 ms, half of lowering a one-op kernel, and a new tape's first
@@ -325,7 +523,7 @@ _k: Any = kernel(abs)
 _SHARING_CODES = frozenset({jit(abs).__code__, _k.__code__, _k.run1.__code__, _k.run2.__code__})
 # Frames skipped by the walk: ``_run`` (its caller's: a kernel's or staged's) and the host
 # hook below (the compile it lets through is its caller's).
-_TRANSPARENT: set = {_run.__code__}
+_TRANSPARENT: set = {_run.__code__, _host_miss(None, abs, {}).__code__}
 del _k
 
 
@@ -372,136 +570,3 @@ def _install_shared_ir_context() -> None:
 
 
 _install_shared_ir_context()
-
-
-# ---- a kernel's first call on the host -------------------------------------------------
-# A kernel signature seen for the first time is evaluated by NumPy (``_host``) instead of
-# lowered and compiled: a new tape's first gradient then compiles nothing it runs once.
-# The hook sits where jit, having traced a call its C++ cache missed, would compile it.
-# An answer without an executable would pin the signature to jit's slow Python path for
-# good; the flag jit's profile-guided recompiles use (``_EVICT``) makes its C++ cache drop
-# the entry instead, so the signature's next call misses again and compiles as before
-# (its trace is cached). Only a call a kernel started
-# (``_kernel_compile``), on one CPU device, with no donation; anything ``_host`` cannot
-# reproduce compiles at once.
-
-# id(jaxpr) -> [jaxpr, host calls so far, Program, elements if large] (the jaxpr pins the id)
-_host_calls: dict[int, list] = {}
-_MAX_HOST_SIGS = 8192
-host_counts = {"answered": 0}  # (``replay_cache_info().host_first_calls``)
-
-
-class _Evict:
-    # Read by jit's ``_need_to_rebuild_with_fdo``: true means "drop this cache entry".
-    @staticmethod
-    def is_enabled() -> bool:
-        return True
-
-    @staticmethod
-    def is_fdo_consumed() -> bool:
-        return False
-
-
-_EVICT = _Evict()
-
-
-@functools.cache
-def _host_modules() -> tuple:
-    # Imported at the first host call, once (not per call: a host call is on a hot path).
-    from jax._src.interpreters import pxla
-    from jax.sharding import SingleDeviceSharding
-
-    from . import _host
-
-    return pxla, SingleDeviceSharding, _host
-
-
-def _host_outputs(args: tuple, jaxpr: Any, kw: dict, entry: list) -> list | None:
-    pxla, SingleDeviceSharding, _host = _host_modules()  # noqa: N806
-    jcfg: Any = jax.config
-    if any(kw.get("donated_invars", ())) or jcfg.jax_debug_nans or jcfg.jax_debug_infs:
-        return None  # (JAX checks a compiled call's outputs for these)
-    dev: Any = None
-    sharding: Any = None
-    committed = False
-    for a in args:
-        if type(a) is _Array:
-            arr: Any = a
-            s = arr.sharding
-            if type(s) is not SingleDeviceSharding:
-                return None
-            if sharding is None:
-                sharding, dev = s, next(iter(s.device_set))
-            elif s != sharding:
-                return None
-            committed = committed or arr._committed
-        elif type(a) not in (float, int, bool):
-            return None
-    if dev is None or dev.platform != "cpu" or (not committed and jcfg.jax_default_device is not None):
-        return None  # (uncommitted arguments under jax.default_device: jit picks the device)
-    try:
-        if entry[2] is None:
-            entry[2] = _host.Program(jaxpr)
-        outs = entry[2].run(args)
-    except _host.Unsupported:
-        return None
-    # (a fresh C-ordered copy each: no result aliases an argument's buffer or another result)
-    return [
-        pxla.batched_device_put(v.aval, sharding, [np.array(o, order="C", copy=True)], [dev], committed)
-        for v, o in zip(jaxpr.jaxpr.outvars, outs)
-    ]
-
-
-def _large_elements(args: tuple) -> int:
-    # A large signature (an argument over ``kernel_fast_compile_elements``): its elements,
-    # else 0. The host can answer every call of a large one that would run the fast
-    # program (``fast_calls``), so it never builds one: on arrays that size NumPy runs
-    # elementwise code and matmuls as fast as the unoptimized program or faster (add of
-    # 64k floats: 15 against 150 us; tanh of 32k: about 300 against 530 us) and skips its
-    # 15-40 ms compile.
-    return _elements(args) if _mode(args) == _LARGE else 0
-
-
-def _install_host_first_call() -> None:
-    try:
-        from jax._src import pjit
-    except ImportError:  # pragma: no cover - a JAX without this module: every call compiles
-        return
-    impl = getattr(pjit, "_pjit_call_impl_python", None)
-    if impl is None or getattr(impl, "_tapejax_host", False):
-        return
-
-    def _pjit_call_impl_python(*args: Any, jaxpr: Any, **kw: Any) -> Any:
-        n = _config.kernel_host_first_calls
-        if n > 0 and (_on_cpu[0] if _on_cpu else _cpu()) and _kernel_compile():
-            entry = _host_calls.get(id(jaxpr))
-            if entry is None or entry[0] is not jaxpr:
-                if len(_host_calls) >= _MAX_HOST_SIGS:
-                    _host_calls.clear()
-                entry = _host_calls[id(jaxpr)] = [jaxpr, 0, None, _large_elements(args)]
-            if entry[3]:
-                # A large signature with few fast calls left after the host's: the host takes
-                # them too, and no fast program is built. With many (a signature just over
-                # the size limit: 2**18 // 1290 elements = 203 calls), the host's fixed cost
-                # (about 0.1 ms a call over a compiled program's) would outweigh a fast
-                # compile: it answers its n, then the fast program runs as before.
-                f = fast_calls(entry[3])
-                if f <= 2 * n:
-                    n = max(n, f)
-            if entry[1] < n:
-                entry[1] += 1
-                outs = _host_outputs(args, jaxpr, kw, entry)
-                if outs is not None:
-                    host_counts["answered"] += 1
-                    # (no executable, and jit evicts the entry: the next call compiles)
-                    return outs, None, _EVICT, []
-                entry[1], entry[2] = 1 << 62, None  # (not evaluable: the next call need not try again)
-        return impl(*args, jaxpr=jaxpr, **kw)
-
-    _TRANSPARENT.add(_pjit_call_impl_python.__code__)
-    _pjit_call_impl_python._tapejax_host = True  # type: ignore[attr-defined]
-    _pjit_call_impl_python.__wrapped__ = impl  # type: ignore[attr-defined]
-    pjit._pjit_call_impl_python = _pjit_call_impl_python
-
-
-_install_host_first_call()
