@@ -351,3 +351,55 @@ def test_uncommitted_arguments_under_a_default_device_compile(misses):
     with jax.default_device(jax.devices("cpu")[0]):
         k(jnp.ones(3))
     assert k.fast._cache_size() == 1
+
+
+def test_host_calls_follow_the_element_budget(misses, monkeypatch):
+    # At least kernel_host_first_calls, more while the calls' elements (each counted
+    # _HOST_CALL_ELEMENTS more) stay within the budget; then the signature compiles.
+    c = _kernels._HOST_CALL_ELEMENTS
+    monkeypatch.setattr(config, "kernel_host_first_calls", 2)
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 5 * (3 + c))
+    assert _kernels.host_calls(3) == 5 and _kernels.host_calls(10 * c) == 2
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
+    assert _kernels.host_calls(3) == 2
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 5 * (3 + c))
+    k = _kernels.jit(lambda a: jnp.exp(a) * 1.4375)
+    x = jnp.asarray([0.5, -1.0, 2.0])
+    misses.clear()  # (building the input ran jnp's own jits)
+    before = _kernels.host_counts["answered"]
+    vals = []
+    for i in range(7):
+        vals.append(np.asarray(k(x)))
+        assert k.fast._cache_size() == (i >= 5), i  # the sixth call compiles
+    assert _kernels.host_counts["answered"] - before == 5 and len(misses) == 1
+    for v in vals:
+        np.testing.assert_allclose(v, np.exp(np.float64([0.5, -1.0, 2.0])) * 1.4375, rtol=1e-6)
+
+
+def test_concrete_calls_inside_an_outer_trace_are_left_to_jit(misses, monkeypatch):
+    # jit inlines a call whose arguments are concrete arrays while an outer jax.jit traces:
+    # the host does not answer it (its value would be a constant of the outer program).
+    monkeypatch.setattr(config, "kernel_host_first_calls", 10**9)
+    k = _kernels.jit(lambda a: jnp.sin(a) + 1.5)
+    c = jnp.asarray([0.25, 0.5])
+    before = _kernels.host_counts["answered"]
+    out = jax.jit(lambda y: y * k(c))(jnp.asarray(2.0))
+    assert _kernels.host_counts["answered"] == before
+    np.testing.assert_allclose(out, 2.0 * (np.sin([0.25, 0.5]) + 1.5), rtol=1e-6)
+    k(c)  # the same signature outside a trace: answered on the host
+    assert _kernels.host_counts["answered"] == before + 1
+
+
+def test_x64_mode_is_part_of_the_signature(monkeypatch):
+    # The same arguments traced with and without x64 are different programs (a Python float
+    # is a weak float32 or float64): each gets its own host program, as jit's cache keeps two.
+    monkeypatch.setattr(config, "kernel_host_first_calls", 10**9)
+    k = _kernels.jit(lambda a, s: a * s + s)
+    x = np.asarray([0.1, 0.2, 0.3])
+    a32 = k(jnp.asarray(x, jnp.float32), 1.1)
+    assert a32.dtype == jnp.float32
+    with jax.enable_x64(True):
+        a64 = k(jnp.asarray(x, jnp.float64), 1.1)
+        assert a64.dtype == jnp.float64
+        np.testing.assert_array_equal(a64, x * 1.1 + 1.1)
+    np.testing.assert_array_equal(a32, np.asarray(x, np.float32) * np.float32(1.1) + np.float32(1.1))

@@ -1,11 +1,11 @@
-"""A jaxpr evaluated on the host with NumPy: a kernel's first call without an XLA compile.
+"""A jaxpr evaluated on the host with NumPy: a kernel's first calls without an XLA compile.
 
 XLA:CPU spends 10-30 ms lowering and compiling even a one-op program, and a new tape's
 first gradient compiles one program per distinct op signature and pullback: most of its
-time (``compat_docs/performance.md``). NumPy runs the same jaxpr in tens of
-microseconds. So a kernel signature's first call is evaluated here and its compile waits
-for the signature's next call (``_kernels``): a loop reaches the compiled kernel at its
-second call, and code run once never compiles.
+time (``compat_docs/performance.md``). NumPy runs the same jaxpr in about ten
+microseconds. So a kernel signature's first calls are evaluated here and its compile
+waits until the host's extra time could have paid for it (``_kernels.host_calls``): a
+long loop reaches the compiled kernel, and code run a few hundred times never compiles.
 
 Only what NumPy computes as XLA:CPU does is evaluated; anything else raises
 :class:`Unsupported` and the caller compiles as before:

@@ -21,10 +21,12 @@ agree bit for bit on arithmetic, reductions and matmuls; a few transcendental fu
 (``tanh``, ``log1p``) may differ in the last bit between them. Whole-slice, segment and
 lazy-step programs (the steady state) always get XLA's full pipeline.
 
-Before any of that, a signature's first ``config.kernel_host_first_calls`` calls (default 8),
-and a large signature's fast-program calls when they are few, are answered by NumPy on the
-host where it reproduces XLA:CPU (``_host``; the hook is at the end of this module), so a
-signature met a few times compiles nothing.
+Before any of that, a signature's first calls (:func:`host_calls`: at least
+``config.kernel_host_first_calls``, more while the elements read stay within
+``config.kernel_host_budget_elements``: about 970 calls of a scalar op), and a large
+signature's fast-program calls when they are few, are answered by NumPy on the host where
+it reproduces XLA:CPU (``_host``, through jit's own cache miss: see ``_hosted``), so a
+signature a first gradient or a short loop meets hundreds of times compiles nothing.
 """
 
 from __future__ import annotations
@@ -341,8 +343,9 @@ def kernel(impl: Callable) -> Callable:
 # The route is jit's own: its C++ dispatch finds no executable for a new signature and
 # calls a Python ``cache_miss``. A kernel's jit is a copy of ``jax.jit``'s function
 # object (the state pickling exposes) whose ``cache_miss`` asks the host first, so a
-# host answer costs what a compiled call does (about 7 us for a scalar op: no trace
-# cache lookup, no argument checks) and a compiled signature never reaches Python at all.
+# host answer skips jit's trace-cache lookup and argument checks (a scalar op: about
+# 12 us over a compiled call's 6; through jit's Python path it was 40-100), and a
+# compiled signature never reaches Python at all.
 # An answer without an executable would pin the signature to Python for good; the third
 # value a miss returns (jit's "rebuild" flag, set by its profile-guided recompiles) makes
 # its C++ cache drop the entry instead, so a later call misses again, and the call after
@@ -358,13 +361,14 @@ _DECLINED = 1 << 62  # an entry's count once it cannot be answered: the next cal
 def _host_modules() -> tuple:
     # Imported at the first host call, once (not per call: a host call is on a hot path).
     from jax._src import config as jax_config
+    from jax._src import core
     from jax._src.interpreters import pxla
     from jax.sharding import SingleDeviceSharding
 
     from . import _host
 
     put = getattr(getattr(pxla, "xc", None), "batched_device_put", None) or pxla.batched_device_put
-    return jax_config.trace_context, put, SingleDeviceSharding, _host
+    return jax_config.trace_context, put, SingleDeviceSharding, _host, core.trace_state_clean
 
 
 class _Sig:
@@ -387,7 +391,7 @@ class _Sig:
 
 def _new_sig(jitted: Any, args: tuple) -> _Sig:
     e = _Sig()
-    _, _, SingleDeviceSharding, _host = _host_modules()  # noqa: N806
+    _, _, SingleDeviceSharding, _host, _ = _host_modules()  # noqa: N806
     jcfg: Any = jax.config
     if jcfg.jax_debug_nans or jcfg.jax_debug_infs:
         return e  # (JAX checks a compiled call's outputs for these)
@@ -438,7 +442,9 @@ def _host_limit(e: _Sig) -> int:
 def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
     """The outputs of ``jitted(*args)`` from the host, or None where the call should go to
     jit (the signature's host calls are spent, or the host cannot reproduce it)."""
-    trace_context, put, _, _host = _host_modules()
+    trace_context, put, _, _host, clean = _host_modules()
+    if not clean():
+        return None  # (concrete arguments inside an outer trace: jit inlines the call)
     sig: list = [trace_context()]
     for a in args:
         t = type(a)
