@@ -39,12 +39,16 @@ The replay tiers of an eager gradient (see ``compat_docs/performance.md``):
   last compiles. How many: at least ``kernel_host_first_calls`` (default 8), and more
   while the calls' elements, each call counted 4096 more for its own fixed cost, stay
   within ``kernel_host_budget_elements`` (default 4,000,000: about 970 calls of a scalar
-  op, 780 on 1024-element arrays, 110 on 32k; 0 turns the budget off): about as long as
-  the host's extra time over a compiled call adds up to one compile. A large signature
-  with at most twice that many fast-program calls (below) has those answered there too,
-  and builds only the full program. CPU only; ``kernel_host_first_calls = 0`` turns it
-  off (``TAPEJAX_KERNEL_HOST_FIRST_CALLS`` and ``TAPEJAX_KERNEL_HOST_BUDGET_ELEMENTS`` at
-  import).
+  op, 780 on 1024-element arrays; 0 turns the budget off), about as long as the host's
+  extra time over a compiled call adds up to one compile, and while fewer than
+  ``kernel_host_tapes`` tapes (default 8) have been made since the signature's first
+  call: one long tape's many calls of a signature stay on the host, and a training loop
+  (a tape a step) compiles its signatures from about step 9. The budget is for small
+  signatures (every input at most ``kernel_fast_compile_elements``); a large signature
+  gets ``kernel_host_first_calls``, and its fast-program calls (below) too when they
+  number at most twice that, so it builds only the full program. CPU only;
+  ``kernel_host_first_calls = 0`` turns it off (``TAPEJAX_KERNEL_HOST_FIRST_CALLS``,
+  ``TAPEJAX_KERNEL_HOST_BUDGET_ELEMENTS`` and ``TAPEJAX_KERNEL_HOST_TAPES`` at import).
 
 Across processes, ``set_compilation_cache_dir(path)`` (or ``TAPEJAX_COMPILATION_CACHE_DIR``)
 keeps the compiled programs on disk, so a later process loads its kernels instead of
@@ -122,6 +126,7 @@ def _env_count(name: str, default: int, zero: str) -> int:
 
 kernel_host_first_calls: int = _env_count("TAPEJAX_KERNEL_HOST_FIRST_CALLS", 8, "host first calls")
 kernel_host_budget_elements: int = _env_count("TAPEJAX_KERNEL_HOST_BUDGET_ELEMENTS", 4_000_000, "the host budget")
+kernel_host_tapes: int = _env_count("TAPEJAX_KERNEL_HOST_TAPES", 8, "the host budget")
 
 
 # ---- execution mode (eager / lazy) ------------------------------------------------------------

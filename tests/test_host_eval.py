@@ -403,3 +403,25 @@ def test_x64_mode_is_part_of_the_signature(monkeypatch):
         assert a64.dtype == jnp.float64
         np.testing.assert_array_equal(a64, x * 1.1 + 1.1)
     np.testing.assert_array_equal(a32, np.asarray(x, np.float32) * np.float32(1.1) + np.float32(1.1))
+
+
+def test_the_budget_ends_after_kernel_host_tapes_tapes(misses, monkeypatch):
+    # A loop's steps (a tape each) end a signature's host budget: from the call after
+    # kernel_host_tapes tapes were made since its first call, it compiles (once its
+    # kernel_host_first_calls are spent).
+    monkeypatch.setattr(config, "kernel_host_first_calls", 2)
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 10**9)
+    monkeypatch.setattr(config, "kernel_host_tapes", 2)
+    k = _kernels.jit(lambda a: a * 1.5625 - 0.5)
+    x = jnp.asarray([1.0, 2.0])
+    for _ in range(5):
+        k(x)  # one tape's many calls: all on the host
+    assert k.fast._cache_size() == 0
+    with tf.GradientTape():  # (a tape is made when entered)
+        pass
+    k(x)
+    assert k.fast._cache_size() == 0  # one tape since: still the host
+    with tf.GradientTape():
+        pass
+    np.testing.assert_array_equal(k(x), np.float32([1.0, 2.0]) * np.float32(1.5625) - np.float32(0.5))
+    assert k.fast._cache_size() == 1  # two tapes since: compiled

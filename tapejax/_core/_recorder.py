@@ -305,6 +305,11 @@ class Eqn:
         return f"{outs} = {self.prim.name}({ins}{ps})"
 
 
+# How many tapes this process has made: the engine's clock for "a loop's next step"
+# (``_engine._kernels``: how long a kernel signature's calls stay on the host).
+tapes_made: list[int] = [0]
+
+
 class Tape:
     """A record: the equations, the watched ids and the variables seen.
 
@@ -333,6 +338,7 @@ class Tape:
         self.sig: list | None = []
         self.sig_n = 0
         live_tapes.add(self)
+        tapes_made[0] += 1
 
     def watch_tensor(self, t: Tensor) -> None:
         self.watched.add(t._id)

@@ -44,6 +44,7 @@ import jax.core
 import numpy as np
 
 from .. import config as _config
+from .._core._recorder import tapes_made
 
 __all__ = ["jit", "kernel", "staged", "FAST_OPTIONS", "ArrayImpl"]
 
@@ -131,7 +132,7 @@ def fast_calls(elements: int) -> int:
     budget = _config.kernel_fast_budget_elements
     if budget > 0:
         first = max(first, budget // max(elements, 1))
-    return first + host_calls(elements)
+    return first + max(_config.kernel_host_first_calls, 0)
 
 
 # A host call's fixed cost over a compiled one, in elements: measured on the project's
@@ -142,16 +143,22 @@ _HOST_CALL_ELEMENTS = 4096
 
 
 def host_calls(elements: int) -> int:
-    """How many calls of a signature whose arguments hold ``elements`` elements the host
-    answers before its program is compiled: ``config.kernel_host_first_calls``, or while
-    the calls' elements (each counted ``_HOST_CALL_ELEMENTS`` more) stay within
-    ``config.kernel_host_budget_elements`` if that is more; 0 when the first is 0.
+    """How many calls of a small signature whose arguments hold ``elements`` elements the
+    host may answer before its program is compiled: ``config.kernel_host_first_calls``,
+    or while the calls' elements (each counted ``_HOST_CALL_ELEMENTS`` more) stay within
+    ``config.kernel_host_budget_elements`` if that is more; 0 when the first is 0. (The
+    budget holds only while ``config.kernel_host_tapes`` tapes have not been made since
+    the signature's first call: ``_host_limit``.)
 
     Why a budget: a compile costs 10-20 ms on the fast pipeline and a host call about 3x a
     compiled call (12 us more for a scalar op), so answering on the host until the extra
-    time could have paid for the compile (a ski rental, as :func:`fast_calls`) keeps any
-    loop within about twice the best choice made in hindsight, and a first gradient
-    whose signatures each come up hundreds of times compiles nothing."""
+    time could have paid for the compile (a ski rental, as :func:`fast_calls`) bounds the
+    total at about twice the best choice made in hindsight, and a first gradient whose
+    signatures each come up hundreds of times compiles nothing. Why the tapes as well: a
+    training loop calls a signature once or twice a step, and a budget of hundreds of
+    calls would leave its ops at the host's 3x for hundreds of steps (mlp_step's call 30:
+    5.9 against 2.4 ms); counting tapes tells the calls of one long tape from a loop's
+    steps without reading a clock, so which calls run where stays reproducible."""
     n = _config.kernel_host_first_calls
     if n <= 0:
         return 0
@@ -375,7 +382,7 @@ class _Sig:
     """What the host needs for one signature of one kernel: its program, the outputs'
     avals and tree, and where the outputs live."""
 
-    __slots__ = ("calls", "elements", "large", "program", "avals", "tree", "sharding", "devices", "committed")
+    __slots__ = ("calls", "elements", "large", "tapes", "program", "avals", "tree", "sharding", "devices", "committed")
 
     def __init__(self) -> None:
         self.calls = _DECLINED
@@ -387,6 +394,7 @@ class _Sig:
         self.committed = False
         self.elements = 0
         self.large = False
+        self.tapes = 0  # (``tapes_made`` at its first call)
 
 
 def _new_sig(jitted: Any, args: tuple) -> _Sig:
@@ -420,23 +428,28 @@ def _new_sig(jitted: Any, args: tuple) -> _Sig:
     e.tree = None if tree.num_leaves == 1 and tree.num_nodes == 1 else tree
     e.sharding, e.devices, e.committed = sharding, [dev], committed
     e.elements, e.large = _elements(args), _mode(args) == _LARGE
+    e.tapes = tapes_made[0]
     e.calls = 0
     return e
 
 
 def _host_limit(e: _Sig) -> int:
     # (from the settings of each call: a test or a user may change them between calls)
-    n = host_calls(e.elements)
+    n = _config.kernel_host_first_calls
     if e.large:
         # A large signature with few fast calls left after the host's: the host takes them
         # too, and no fast program is built. With many (a signature just over the size
-        # limit with a small host budget), the host's cost per call (NumPy against an
-        # unoptimized program on a larger array) would outweigh a fast compile: it answers
-        # its n, then the fast program runs as before.
+        # limit: 2**18 // 1290 elements = 203 calls), the host's cost per call (NumPy
+        # against an unoptimized program on a larger array) would outweigh a fast
+        # compile: it answers its n, then the fast program runs as before. (No element
+        # budget: the kernel wrapper counts a large signature's calls to its switch to the
+        # full program, ``fast_calls``, and a longer host share would compile a fast
+        # program besides.)
         f = fast_calls(e.elements)
-        if f <= 2 * n:
-            return max(n, f)
-    return n
+        return max(n, f) if f <= 2 * n else n
+    if tapes_made[0] - e.tapes >= _config.kernel_host_tapes:
+        return n
+    return host_calls(e.elements)
 
 
 def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
