@@ -40,10 +40,12 @@ The replay tiers of an eager gradient (see ``compat_docs/performance.md``):
   while the calls' elements, each call counted 4096 more for its own fixed cost, stay
   within ``kernel_host_budget_elements`` (default 4,000,000: about 970 calls of a scalar
   op, 780 on 1024-element arrays; 0 turns the budget off), about as long as the host's
-  extra time over a compiled call adds up to one compile, and while fewer than
-  ``kernel_host_tapes`` tapes (default 8) have been made since the signature's first
-  call: one long tape's many calls of a signature stay on the host, and a training loop
-  (a tape a step) compiles its signatures from about step 9. The budget is for small
+  extra time over a compiled call adds up to one compile. The budget holds in the tape
+  where the signature came up; after that a signature called more than
+  ``kernel_host_first_calls`` times in that tape (a long tape, now repeated) compiles at
+  its next call, and one called a few times a tape (a training step's op) keeps the
+  budget until ``kernel_host_tapes`` tapes (default 8) have been made since its first
+  call, so a loop compiles its signatures from about step 9. The budget is for small
   signatures (every input at most ``kernel_fast_compile_elements``); a large signature
   gets ``kernel_host_first_calls``, and its fast-program calls (below) too when they
   number at most twice that, so it builds only the full program. CPU only;

@@ -405,23 +405,29 @@ def test_x64_mode_is_part_of_the_signature(monkeypatch):
     np.testing.assert_array_equal(a32, np.asarray(x, np.float32) * np.float32(1.1) + np.float32(1.1))
 
 
-def test_the_budget_ends_after_kernel_host_tapes_tapes(misses, monkeypatch):
-    # A loop's steps (a tape each) end a signature's host budget: from the call after
-    # kernel_host_tapes tapes were made since its first call, it compiles (once its
-    # kernel_host_first_calls are spent).
+def test_the_tape_clock_ends_the_budget(misses, monkeypatch):
+    # A signature called a few times a tape (a training step's op) stays on the host for
+    # kernel_host_tapes tapes; one called more than kernel_host_first_calls times in the
+    # tape where it came up (a long tape) compiles at its first call in a later tape.
     monkeypatch.setattr(config, "kernel_host_first_calls", 2)
     monkeypatch.setattr(config, "kernel_host_budget_elements", 10**9)
-    monkeypatch.setattr(config, "kernel_host_tapes", 2)
-    k = _kernels.jit(lambda a: a * 1.5625 - 0.5)
+    monkeypatch.setattr(config, "kernel_host_tapes", 3)
+
+    def new_tape():
+        with tf.GradientTape():  # (a tape is made when entered)
+            pass
+
     x = jnp.asarray([1.0, 2.0])
-    for _ in range(5):
-        k(x)  # one tape's many calls: all on the host
-    assert k.fast._cache_size() == 0
-    with tf.GradientTape():  # (a tape is made when entered)
-        pass
-    k(x)
-    assert k.fast._cache_size() == 0  # one tape since: still the host
-    with tf.GradientTape():
-        pass
-    np.testing.assert_array_equal(k(x), np.float32([1.0, 2.0]) * np.float32(1.5625) - np.float32(0.5))
-    assert k.fast._cache_size() == 1  # two tapes since: compiled
+    want = np.float32([1.0, 2.0]) * np.float32(1.5625) - np.float32(0.5)
+    few = _kernels.jit(lambda a: a * 1.5625 - 0.5)
+    many = _kernels.jit(lambda a: a * 1.5625 - 0.5 + 0.0)
+    compiled = []
+    for tape in range(4):
+        new_tape()
+        np.testing.assert_array_equal(few(x), want)  # one call a tape
+        for _ in range(5 if tape == 0 else 1):
+            np.testing.assert_array_equal(many(x), want)
+        compiled.append((few.fast._cache_size(), many.fast._cache_size()))
+    # ``many``: five calls in its first tape, so it compiles in the second; ``few``: its
+    # third tape after the first is the clock's end (and its 2 first calls are spent)
+    assert compiled == [(0, 0), (0, 1), (0, 1), (1, 1)]

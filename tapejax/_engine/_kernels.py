@@ -147,8 +147,9 @@ def host_calls(elements: int) -> int:
     host may answer before its program is compiled: ``config.kernel_host_first_calls``,
     or while the calls' elements (each counted ``_HOST_CALL_ELEMENTS`` more) stay within
     ``config.kernel_host_budget_elements`` if that is more; 0 when the first is 0. (The
-    budget holds only while ``config.kernel_host_tapes`` tapes have not been made since
-    the signature's first call: ``_host_limit``.)
+    budget holds in the tape where the signature came up, and later only for one called at
+    most ``kernel_host_first_calls`` times there, until ``config.kernel_host_tapes`` tapes
+    have been made since its first call: ``_host_limit``.)
 
     Why a budget: a compile costs 10-20 ms on the fast pipeline and a host call about 3x a
     compiled call (12 us more for a scalar op), so answering on the host until the extra
@@ -382,7 +383,7 @@ class _Sig:
     """What the host needs for one signature of one kernel: its program, the outputs'
     avals and tree, and where the outputs live."""
 
-    __slots__ = ("calls", "elements", "large", "tapes", "program", "avals", "tree", "sharding", "devices", "committed")
+    __slots__ = ("calls", "elements", "large", "tapes", "first_tape_calls", "program", "avals", "tree", "sharding", "devices", "committed")
 
     def __init__(self) -> None:
         self.calls = _DECLINED
@@ -395,6 +396,7 @@ class _Sig:
         self.elements = 0
         self.large = False
         self.tapes = 0  # (``tapes_made`` at its first call)
+        self.first_tape_calls = -1  # (its calls before the next tape was made; -1: not yet)
 
 
 def _new_sig(jitted: Any, args: tuple) -> _Sig:
@@ -447,7 +449,19 @@ def _host_limit(e: _Sig) -> int:
         # program besides.)
         f = fast_calls(e.elements)
         return max(n, f) if f <= 2 * n else n
-    if tapes_made[0] - e.tapes >= _config.kernel_host_tapes:
+    since = tapes_made[0] - e.tapes
+    if since == 0:
+        return host_calls(e.elements)
+    if e.first_tape_calls < 0:
+        e.first_tape_calls = e.calls
+    # A signature called more than n times in the tape where it came up (a long tape: a
+    # solver loop, a chain of ops) compiles at its first call in a later tape: the tape is
+    # being repeated, and the host's share of its calls would cost more than the compile
+    # (under a background compile of the repeated tape the host's calls, Python holding
+    # the GIL, ran at 100 us: euler_100's calls 2-6 took 1.9 s against 1.0 s). One called
+    # a few times a tape (a training step's ops) stays on the host for
+    # ``kernel_host_tapes`` tapes, past a loop's first few steps.
+    if e.first_tape_calls > n or since >= _config.kernel_host_tapes:
         return n
     return host_calls(e.elements)
 
