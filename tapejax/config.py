@@ -118,17 +118,20 @@ kernel_fast_budget_elements: int = 1 << 18
 
 
 def _env_count(name: str, default: int, zero: str) -> int:
+    # ``zero``: what 0 means, for the message
     raw = os.environ.get(name, "").strip() or str(default)
     try:
         n = int(raw)
     except ValueError:
-        raise ValueError(f"{name} must be a whole number (0 turns {zero} off); got {raw!r}.") from None
+        raise ValueError(f"{name} must be a whole number (0 {zero}); got {raw!r}.") from None
     return max(n, 0)
 
 
-kernel_host_first_calls: int = _env_count("TAPEJAX_KERNEL_HOST_FIRST_CALLS", 8, "host first calls")
-kernel_host_budget_elements: int = _env_count("TAPEJAX_KERNEL_HOST_BUDGET_ELEMENTS", 4_000_000, "the host budget")
-kernel_host_tapes: int = _env_count("TAPEJAX_KERNEL_HOST_TAPES", 8, "the host budget")
+kernel_host_first_calls: int = _env_count("TAPEJAX_KERNEL_HOST_FIRST_CALLS", 8, "turns host first calls off")
+kernel_host_budget_elements: int = _env_count("TAPEJAX_KERNEL_HOST_BUDGET_ELEMENTS", 4_000_000, "turns the host budget off")
+kernel_host_tapes: int = _env_count(
+    "TAPEJAX_KERNEL_HOST_TAPES", 8, "keeps the host budget to the tape where a signature came up"
+)
 
 
 # ---- execution mode (eager / lazy) ------------------------------------------------------------

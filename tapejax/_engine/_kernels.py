@@ -207,7 +207,7 @@ def _run(fast: Callable, full: Callable, args: tuple) -> Any:
 
 def _programs(fn: Callable) -> tuple[Any, Any]:
     """The fast and full ``jax.jit`` programs of a kernel's ``fn``, whose first calls of a
-    signature are answered on the host (``_hosted``, at the end of this module)."""
+    signature are answered on the host (``_hosted``, below)."""
     table: dict = {}
     return (_hosted(jax.jit(fn, compiler_options=FAST_OPTIONS), table), _hosted(jax.jit(fn), table))
 
@@ -554,8 +554,8 @@ _ctx_local = threading.local()
 _PKG_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep
 _k: Any = kernel(abs)
 _SHARING_CODES = frozenset({jit(abs).__code__, _k.__code__, _k.run1.__code__, _k.run2.__code__})
-# Frames skipped by the walk: ``_run`` (its caller's: a kernel's or staged's) and the host
-# hook below (the compile it lets through is its caller's).
+# Frames skipped by the walk: ``_run`` (its caller's: a kernel's or staged's) and a kernel's
+# host-first cache miss above (the compile it lets through is its caller's).
 _TRANSPARENT: set = {_run.__code__, _host_miss(None, abs, {}).__code__}
 del _k
 
