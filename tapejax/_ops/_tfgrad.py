@@ -15,6 +15,7 @@ it again (higher orders).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -212,33 +213,36 @@ def pow(x: Any, y: Any) -> Any:  # noqa: A001  (TF's name)
     return jnp.power(x, y)
 
 
-@pow.defjvp
+@functools.partial(pow.defjvp, symbolic_zeros=True)
 def _pow_jvp(primals: tuple, tangents: tuple) -> tuple:
     x, y = (jnp.asarray(v) for v in primals)
     tx, ty = tangents
     z = pow(x, y)
     # TF's _PowGrad: dz/dx = y * x^(y-1) (so 0^0 gives nan, as in TF; JAX gives 0),
     # dz/dy = z * log(x) where x > 0 and 0 elsewhere (TF masks negative bases and 0;
-    # for complex x it masks x == 0 only).
-    yf = y.astype(z.dtype) if not jnp.iscomplexobj(y) or jnp.iscomplexobj(z) else y
-    dx = yf * pow(x, yf - jnp.ones_like(yf))
-    if jnp.iscomplexobj(x):
-        pos = x != 0
-    else:
-        pos = x > 0
-    safe_x = jnp.where(pos, x, jnp.ones_like(x))
-    dy = z * jnp.where(pos, jnp.log(safe_x), jnp.zeros_like(x))
-    tan = jnp.zeros(z.shape, z.dtype)
+    # for complex x it masks x == 0 only). Each is built only for a tangent that is not
+    # zero: an integer exponent's log term would be traced at every order of a nested
+    # gradient (a second derivative of x**3 traced in 14 ms, 2 without it).
+    tan = None
     if not _no_tangent(tx):
-        tan = tan + tx * dx
+        yf = y.astype(z.dtype) if not jnp.iscomplexobj(y) or jnp.iscomplexobj(z) else y
+        tan = tx * (yf * pow(x, yf - jnp.ones_like(yf)))
     if not _no_tangent(ty):
-        tan = tan + ty * dy
-    return z, tan
+        pos = x != 0 if jnp.iscomplexobj(x) else x > 0
+        safe_x = jnp.where(pos, x, jnp.ones_like(x))
+        dy = z * jnp.where(pos, jnp.log(safe_x), jnp.zeros_like(x))
+        tan = ty * dy if tan is None else tan + ty * dy
+    if tan is None:
+        return z, jnp.zeros(z.shape, z.dtype)
+    return z, jnp.broadcast_to(tan, z.shape).astype(z.dtype)
 
 
 def _no_tangent(t: Any) -> bool:
     # A symbolic zero, or the float0 tangent of an integer input (an int exponent).
-    return type(t) is ad.Zero or getattr(t, "dtype", None) == jax.dtypes.float0
+    return type(t) in _ZEROS or getattr(t, "dtype", None) == jax.dtypes.float0
+
+
+_ZEROS = (ad.Zero, jax.custom_derivatives.SymbolicZero)
 
 
 # ---- reduce_logsumexp: TF's formula ------------------------------------------------
