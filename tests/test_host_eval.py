@@ -431,3 +431,81 @@ def test_the_tape_clock_ends_the_budget(misses, monkeypatch):
     # ``many``: five calls in its first tape, so it compiles in the second; ``few``: its
     # third tape after the first is the clock's end (and its 2 first calls are spent)
     assert compiled == [(0, 0), (0, 1), (0, 1), (1, 1)]
+
+
+def test_a_pullbacks_dead_primal_is_not_evaluated():
+    # jax.vjp's pullback of sin recomputes sin(x), which XLA drops: so does the host.
+    def pullback(x, ct):
+        return jax.vjp(jnp.sin, x)[1](ct)[0]
+
+    x, ct = jnp.linspace(-3.0, 3.0, 7), jnp.linspace(0.5, 2.0, 7)
+    cj = jax.make_jaxpr(pullback)(x, ct)
+    assert "sin" in [e.primitive.name for e in cj.jaxpr.eqns]
+    program = _host.Program(cj)
+    names = [c[1].primitive.name for c in program.code]
+    assert "sin" not in names and "cos" in names
+    (got,) = program.run([x, ct])
+    np.testing.assert_allclose(got, np.cos(np.asarray(x, np.float64)) * np.asarray(ct), rtol=1e-6)
+    np.testing.assert_allclose(got, _xla(pullback, [x, ct]), rtol=2e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: jnp.split(x, [2, 5]),  # several results from one equation
+    lambda x: x.astype(jnp.float32),  # no equation at all: the argument is the result
+    lambda x: (x, x * 2.0, x),  # an argument twice among the results
+    lambda x: lax.convert_element_type(x, jnp.float32) + 1.0,  # a weak scalar made strong
+])
+def test_programs_of_any_shape_give_xlas_values(fn):
+    x = jnp.linspace(-1.0, 1.0, 8)
+    cj = jax.make_jaxpr(fn)(x)
+    got = _host.evaluate(cj, [x])
+    want = jax.tree_util.tree_leaves(_xla(fn, [x]))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert _same_bits(g, w).all()
+
+
+def test_an_answer_read_by_the_next_host_call(monkeypatch):
+    # The host keeps its own small answers' values (no transfer back, no second subnormal
+    # check), tells them from new arrays by identity, keeps none alive, and a donated one
+    # still raises as jit does.
+    import gc
+    import weakref
+
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 4_000_000)
+    first, then = _fresh_kernel(0.25), _kernels.jit(lambda a: jnp.sqrt(jnp.abs(a)) - 0.0625)
+    x, y = jnp.linspace(-2.0, 2.0, 8), jnp.full(8, 3.0)
+    answered = _kernels.host_counts["answered"]
+    a = first(x, y)
+    assert id(a) in _kernels._answers
+    b = then(a)
+    assert _kernels.host_counts["answered"] == answered + 2
+    np.testing.assert_array_equal(b, jax.jit(lambda a: jnp.sqrt(jnp.abs(a)) - 0.0625)(a))
+    ref = weakref.ref(a)
+    del a
+    gc.collect()
+    assert ref() is None
+    c = first(x, y)
+    jax.jit(lambda v: v * 2.0, donate_argnums=0)(c)
+    with pytest.raises(RuntimeError, match="deleted"):
+        then(c)
+
+
+def test_host_calls_raise_no_warnings_and_leave_numpy_settings(monkeypatch):
+    import warnings
+
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 4_000_000)
+    before = np.geterr()
+    k = _kernels.jit(lambda a: jnp.exp(a * 1e3) / a)  # overflow, a division by zero
+    x = jnp.asarray([0.0, 1.0, -1.0, 100.0])
+    answered = _kernels.host_counts["answered"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = k(x)
+    assert _kernels.host_counts["answered"] == answered + 1
+    assert np.geterr() == before
+    np.testing.assert_array_equal(got, jax.jit(lambda a: jnp.exp(a * 1e3) / a)(x))
+    tiny = jnp.asarray([1e-40, 1.0], jnp.float32)  # a subnormal: declined, then compiled
+    _kernels.jit(lambda a: a * 2.0)(tiny)
+    assert np.geterr() == before

@@ -44,6 +44,29 @@ _DTYPES = frozenset(np.dtype(d) for d in ("float32", "float64", "int32", "int64"
 _TINY = {np.dtype(np.float32): np.finfo(np.float32).tiny, np.dtype(np.float64): np.finfo(np.float64).tiny}
 
 
+def _errstate_calls() -> tuple[Callable[[], Any], Callable[[Any], None]]:
+    # Floating-point warnings off while a program runs, as ``np.errstate(all="ignore")``
+    # but through the context variable it sets (NumPy 2): entering an ``errstate`` costs
+    # about 0.9 us a call, a sizeable part of a one-op program's 5.
+    try:
+        import importlib
+
+        uc: Any = importlib.import_module("numpy._core._ufunc_config")
+        var, quiet = uc._extobj_contextvar, uc._make_extobj(all="ignore")
+        var.reset(var.set(quiet))
+    except Exception:  # noqa: BLE001 - another NumPy: its public context manager
+        def enter() -> Any:
+            cm = np.errstate(all="ignore")
+            cm.__enter__()
+            return cm
+
+        return enter, lambda cm: cm.__exit__(None, None, None)
+    return (lambda: var.set(quiet)), var.reset
+
+
+_quiet, _loud = _errstate_calls()
+
+
 def _check(x: np.ndarray) -> None:
     # The values XLA:CPU would see differently: a subnormal (flushed to zero there).
     tiny = _TINY.get(x.dtype)
@@ -54,8 +77,9 @@ def _check(x: np.ndarray) -> None:
                 raise Unsupported("subnormal")
             return
         a = np.abs(x)
-        small = a < tiny
-        if small.any() and (small & (a > 0)).any():  # (zeros are common, subnormals rare)
+        small = np.count_nonzero(a < tiny)
+        # (zeros are common and subnormals rare: the second count only when the first finds any)
+        if small and small != np.count_nonzero(x == 0):
             raise Unsupported("subnormal")
 
 
@@ -359,9 +383,15 @@ def _type(v: Any) -> tuple[np.dtype, tuple]:
 class Program:
     """A closed jaxpr flattened for NumPy: calls inlined, each equation a rule reading and
     writing numbered slots (the arguments first, then constants and literals). Built once
-    per kernel signature; :meth:`run` evaluates it."""
+    per kernel signature; :meth:`run` evaluates it.
 
-    __slots__ = ("n_args", "arg_types", "init", "code", "outs")
+    The flat code is then cut to what the outputs read (a pullback traced by ``jax.vjp``
+    recomputes its primal, which XLA would drop) and conversions to a value's own type are
+    dropped, and it is written out as one straight-line Python function (``_specialize``):
+    a kernel's host call runs a program of one to five equations, where a loop over
+    instruction tuples cost about 1.5 us an equation against NumPy's own 0.5-2."""
+
+    __slots__ = ("n_args", "arg_types", "init", "code", "outs", "_run", "run_checked")
 
     def __init__(self, jaxpr: ClosedJaxpr) -> None:
         j = jaxpr.jaxpr
@@ -373,6 +403,8 @@ class Program:
         self.code: list[tuple] = []
         consts = [self._slot_for(_value(c)) for c in jaxpr.consts]
         self.outs = self._emit(j, list(range(self.n_args)), consts)
+        self._prune()
+        self._run, self.run_checked = self._specialize()
 
     def _slot_for(self, value: Any) -> int:
         self.init.append(value)
@@ -401,6 +433,11 @@ class Program:
             rule = RULES.get(name)
             if rule is None:
                 raise Unsupported(name)
+            if _same_value(e):
+                # (a conversion to the value's own dtype, a weak type made strong: the slot
+                # is read as it is; values here are never written in place)
+                local[e.outvars[0]] = ins[0]
+                continue
             outs, types = [], []
             for v in e.outvars:
                 types.append(_type(v))
@@ -410,34 +447,110 @@ class Program:
             self.code.append((rule, e, ins, outs, types, name in _MULTI, name not in _NO_NEW_SUBNORMAL))
         return [slot(v) for v in j.outvars]
 
+    def _prune(self) -> None:
+        # Equations none of whose results an output reads (no rule has an effect).
+        live = set(self.outs)
+        kept = []
+        for ins_ in reversed(self.code):
+            if any(o in live for o in ins_[3]):
+                live.update(ins_[2])
+                kept.append(ins_)
+        self.code = kept[::-1]
+
+    def _specialize(self) -> tuple[Callable[..., list[np.ndarray]], Callable[..., list[np.ndarray]]]:
+        # One function per program: arguments unpacked, each equation a line calling its
+        # rule, each result's type tested and a float result checked for subnormals, the
+        # slots locals and the constants free variables. Two entries: one converting and
+        # checking its arguments, one given NumPy arrays already checked (``_kernels``).
+        env: dict[str, Any] = {
+            "np": np, "ndarray": np.ndarray, "asarray": np.asarray, "Unsupported": Unsupported,
+            "check": _check, "quiet": _quiet, "loud": _loud, "scalars": (float, int, bool),
+        }
+        lines = []
+        names = [f"v{k}" for k in range(len(self.init))]
+        args = names[: self.n_args]
+        unpack = f"    {', '.join(args)}{',' if len(args) == 1 else ''} = args" if args else "    pass"
+        lines.append(unpack)
+        for k, (dt, _) in enumerate(self.arg_types):
+            env[f"d{k}"] = dt
+            lines.append(f"    if type(v{k}) is not ndarray:")
+            lines.append(f"        v{k} = asarray(v{k}, d{k}) if type(v{k}) in scalars else asarray(v{k})")
+            if dt in _TINY:
+                lines.append(f"    check(v{k})")
+        lines.append("    return body(" + ", ".join(args) + ")")
+        lines.append("  def body(" + ", ".join(args) + "):")
+        for k in range(self.n_args, len(self.init)):
+            if self.init[k] is not None:
+                env[names[k]] = self.init[k]
+        lines.append("    token = quiet()")
+        lines.append("    try:")
+        lines.append("        pass")
+        for n, (rule, e, ins, outs, types, multi, chk) in enumerate(self.code):
+            env[f"r{n}"], env[f"e{n}"] = rule, e
+            call = f"r{n}(e{n}{''.join(', ' + names[i] for i in ins)})"
+            targets = [names[o] for o in outs]
+            if multi:
+                lines.append(f"        res = list({call})")
+                lines.append(f"        if len(res) != {len(outs)}:")
+                lines.append(f"            raise Unsupported('e{n}: {len(outs)} results expected')")
+                lines.append(f"        {', '.join(targets)}{',' if len(targets) == 1 else ''} = res")
+            else:
+                lines.append(f"        {targets[0]} = {call}")
+            for t, o, (dt, shape) in zip(targets, outs, types):
+                env[f"t{o}"], env[f"s{o}"] = dt, shape
+                lines.append(f"        if type({t}) is not ndarray:")
+                lines.append(f"            {t} = asarray({t})  # (NumPy gives a scalar for a 0-d result)")
+                # NumPy's own promotion or shape rule where XLA's differs: not ours to guess.
+                lines.append(f"        if ({t}.dtype is not t{o} and {t}.dtype != t{o}) or {t}.shape != s{o}:")
+                lines.append(f"            raise Unsupported(f'e{n}: {{{t}.dtype}}{{{t}.shape}}, XLA {{t{o}}}{{s{o}}}')")
+                if chk and dt in _TINY:
+                    lines.append(f"        check({t})")
+        lines.append("    except Unsupported:")
+        lines.append("        raise")
+        lines.append("    except Exception as err:  # (NumPy refused what XLA accepts: compile it)")
+        lines.append("        raise Unsupported(repr(err)) from err")
+        lines.append("    finally:")
+        lines.append("        loud(token)")
+        lines.append(f"    return [{', '.join(names[o] for o in self.outs)}]")
+        free = [k for k in env if k[0] in "vdrets" and k not in ("np",)]
+        src = "def make({}):\n  def run(args):\n{}\n  return run, body\n".format(
+            ", ".join(free), "\n".join(("  " + ln) if not ln.startswith("  def") else ln for ln in lines)
+        )
+        scope: dict[str, Any] = {k: env[k] for k in env if k not in free}
+        exec(compile(src, "<tapejax-host-program>", "exec"), scope)
+        return scope["make"](*[env[k] for k in free])
+
     def run(self, args: Sequence[Any]) -> list[np.ndarray]:
         """The outputs on ``args`` (arrays or Python scalars, one per argument), or
         :class:`Unsupported` when a value here would differ from XLA:CPU's."""
-        env = list(self.init)
-        for i, (a, (dt, shape)) in enumerate(zip(args, self.arg_types)):
+        if len(args) != self.n_args:
+            raise Unsupported("argument count")
+        xs = []
+        for a, (dt, shape) in zip(args, self.arg_types):
             x = np.asarray(a, dtype=dt) if type(a) in (float, int, bool) else np.asarray(a)
             if x.dtype != dt or x.shape != shape:
                 raise Unsupported("argument type")
-            _check(x)
-            env[i] = x
-        with np.errstate(all="ignore"):
-            try:
-                for rule, e, ins, outs, types, multi, check in self.code:
-                    r = rule(e, *[env[i] for i in ins])
-                    rs = r if multi else (r,)
-                    for o, (dt, shape), j in zip(rs, types, outs):
-                        o = np.asarray(o)
-                        # NumPy's own promotion or shape rule where XLA's differs: not ours to guess.
-                        if o.dtype != dt or o.shape != shape:
-                            raise Unsupported(f"{e.primitive.name} gave {o.dtype}{o.shape}, XLA {dt}{shape}")
-                        if check:
-                            _check(o)
-                        env[j] = o
-            except Unsupported:
-                raise
-            except Exception as err:  # noqa: BLE001 - NumPy refused what XLA accepts: compile it
-                raise Unsupported(repr(err)) from err
-        return [env[i] for i in self.outs]
+            xs.append(x)
+        return self._run(xs)
+
+    def run_matched(self, args: Sequence[Any]) -> list[np.ndarray]:
+        """:meth:`run` for arguments the caller knows to have the program's argument types
+        (NumPy or jaxlib arrays of those dtypes and shapes, or Python scalars): a kernel's
+        host call, whose signature key holds the avals, skips the tests. (``run_checked``,
+        set per program: the same for NumPy arrays, one positional argument each, that
+        also hold no subnormal.)"""
+        return self._run(args)
+
+
+def _same_value(e: Any) -> bool:
+    # A conversion whose result is its operand's value: same dtype (a weak type made strong).
+    if e.primitive.name != "convert_element_type" or len(e.invars) != 1:
+        return False
+    (x,), (y,) = e.invars, e.outvars
+    if type(y) is DropVar:
+        return False
+    xa, ya = x.aval, y.aval
+    return bool(xa.dtype == ya.dtype and xa.shape == ya.shape and np.dtype(ya.dtype) in _DTYPES)
 
 
 def evaluate(jaxpr: ClosedJaxpr, args: Sequence[Any]) -> list[np.ndarray]:

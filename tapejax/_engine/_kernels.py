@@ -32,10 +32,12 @@ signature a first gradient or a short loop meets hundreds of times compiles noth
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -375,15 +377,44 @@ def _host_modules() -> tuple:
 
     from . import _host
 
-    put = getattr(getattr(pxla, "xc", None), "batched_device_put", None) or pxla.batched_device_put
-    return jax_config.trace_context, put, SingleDeviceSharding, _host, core.trace_state_clean
+    put: Any
+    try:
+        import importlib
+
+        xc: Any = importlib.import_module("jax._src.lib.xla_client")
+        # (copied during the call: no result aliases an argument's buffer or another result)
+        put = _bound(xc.batched_device_put, xc.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL)
+    except (ImportError, AttributeError):  # pragma: no cover - another jaxlib: copy first, then transfer
+        put = _copied(pxla.batched_device_put)
+    _mods[:] = [jax_config.trace_context, put, SingleDeviceSharding, _host, core.trace_state_clean]
+    return tuple(_mods)
+
+
+def _bound(put: Callable, semantics: Any) -> Callable:
+    def transfer(aval: Any, sharding: Any, xs: list, devices: list, committed: bool) -> Any:
+        return put(aval, sharding, xs, devices, committed, False, semantics)
+
+    return transfer
+
+
+def _copied(put: Callable) -> Callable:
+    def transfer(aval: Any, sharding: Any, xs: list, devices: list, committed: bool) -> Any:
+        return put(aval, sharding, [np.array(x, order="C", copy=True) for x in xs], devices, committed)
+
+    return transfer
+
+
+_mods: list = []  # (``_host_modules()`` once imported: read without a call)
 
 
 class _Sig:
     """What the host needs for one signature of one kernel: its program, the outputs'
     avals and tree, and where the outputs live."""
 
-    __slots__ = ("calls", "elements", "large", "tapes", "first_tape_calls", "program", "avals", "tree", "sharding", "devices", "committed")
+    __slots__ = (
+        "calls", "elements", "large", "tapes", "first_tape_calls", "program", "avals", "tree", "sharding", "devices",
+        "committed", "limit", "limit_key",
+    )
 
     def __init__(self) -> None:
         self.calls = _DECLINED
@@ -397,6 +428,8 @@ class _Sig:
         self.large = False
         self.tapes = 0  # (``tapes_made`` at its first call)
         self.first_tape_calls = -1  # (its calls before the next tape was made; -1: not yet)
+        self.limit = 0  # (``_host_limit`` when the settings and clock were ``limit_key``)
+        self.limit_key: tuple = ()
 
 
 def _new_sig(jitted: Any, args: tuple) -> _Sig:
@@ -469,7 +502,7 @@ def _host_limit(e: _Sig) -> int:
 def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
     """The outputs of ``jitted(*args)`` from the host, or None where the call should go to
     jit (the signature's host calls are spent, or the host cannot reproduce it)."""
-    trace_context, put, _, _host, clean = _host_modules()
+    trace_context, put, _, _host, clean = _mods or _host_modules()
     if not clean():
         return None  # (concrete arguments inside an outer trace: jit inlines the call)
     sig: list = [trace_context()]
@@ -487,21 +520,65 @@ def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
         if len(table) >= _MAX_HOST_SIGS:
             table.clear()
         e = table[key] = _new_sig(jitted, args)
-    if e.calls >= _DECLINED or e.calls >= _host_limit(e):
+    if e.calls >= _DECLINED:
+        return None
+    # (the limit read again only when a setting or the tape clock moved: see ``_limit_key``)
+    lk = _limit_key()
+    if lk != e.limit_key:
+        e.limit, e.limit_key = _host_limit(e), lk
+    if e.calls >= e.limit:
         return None
     try:
-        outs = e.program.run(args)
+        xs = []
+        for a, (dt, _) in zip(args, e.program.arg_types):
+            if type(a) is _Array:
+                hit = _answers.get(id(a))
+                if hit is not None and hit[0]() is a and not a.is_deleted():
+                    # (the host's own answer: its value, checked when made; a donated one
+                    # raises below as jit would)
+                    xs.append(hit[1])
+                    continue
+                x = np.asarray(a)
+            else:
+                x = np.asarray(a, dt)
+            _host._check(x)
+            xs.append(x)
+        outs = e.program.run_checked(*xs)
     except _host.Unsupported:
         e.calls, e.program = _DECLINED, None  # (the next call need not try again)
         return None
     e.calls += 1
     host_counts["answered"] += 1
-    # (a fresh C-ordered copy each: no result aliases an argument's buffer or another result)
-    res = [
-        put(aval, e.sharding, [np.array(o, order="C", copy=True)], e.devices, e.committed)
-        for aval, o in zip(e.avals, outs)
-    ]
+    res = [put(aval, e.sharding, [o], e.devices, e.committed) for aval, o in zip(e.avals, outs)]
+    if not e.large:
+        for r, o in zip(res, outs):
+            # (an array NumPy made, not a view: a view of an argument's transfer would
+            # hold that array's buffer, which its owner may donate)
+            if o.base is None and o.size <= _ANSWER_ELEMENTS:
+                _answers[id(r)] = (_ref(r), o)
+        if len(_answers) > _MAX_ANSWERS:
+            for k in list(itertools.islice(_answers, len(_answers) - _MAX_ANSWERS // 2)):
+                del _answers[k]
     return res[0] if e.tree is None else jax.tree_util.tree_unflatten(e.tree, res)
+
+
+# The host's latest small answers, array id -> (weak reference to the array, its NumPy
+# value): an answer read by a later host call (a chain of ops, a backward pass) skips its
+# transfer back and its subnormal check. (The reference tells a live answer from a new
+# array that got a dead one's id; it is weak, so no array outlives its last user.)
+_answers: dict[int, tuple] = {}
+_MAX_ANSWERS = 2048
+_ANSWER_ELEMENTS = 1024
+_ref = weakref.ref
+
+
+def _limit_key() -> tuple:
+    # What ``_host_limit`` reads: the settings and the tape clock.
+    c = _config
+    return (
+        tapes_made[0], c.kernel_host_first_calls, c.kernel_host_budget_elements, c.kernel_host_tapes,
+        c.kernel_fast_first_calls, c.kernel_fast_budget_elements,
+    )
 
 
 def _host_miss(jitted: Any, real: Callable, table: dict) -> Callable:
