@@ -385,13 +385,13 @@ class Program:
     writing numbered slots (the arguments first, then constants and literals). Built once
     per kernel signature; :meth:`run` evaluates it.
 
-    The flat code is then cut to what the outputs read (a pullback traced by ``jax.vjp``
-    recomputes its primal, which XLA would drop) and conversions to a value's own type are
-    dropped, and it is written out as one straight-line Python function (``_specialize``):
-    a kernel's host call runs a program of one to five equations, where a loop over
-    instruction tuples cost about 1.5 us an equation against NumPy's own 0.5-2."""
+    The flat code is cut to what the outputs read (a pullback traced by ``jax.vjp``
+    recomputes its primal, which XLA would drop), and conversions to a value's own type are
+    not run. (Writing each program out as straight-line Python was tried: it saved under a
+    microsecond a call and cost 200-400 us a program to compile, more than a signature's
+    host calls save in most first gradients.)"""
 
-    __slots__ = ("n_args", "arg_types", "init", "code", "outs", "_run", "run_checked")
+    __slots__ = ("n_args", "arg_types", "init", "code", "outs")
 
     def __init__(self, jaxpr: ClosedJaxpr) -> None:
         j = jaxpr.jaxpr
@@ -404,7 +404,6 @@ class Program:
         consts = [self._slot_for(_value(c)) for c in jaxpr.consts]
         self.outs = self._emit(j, list(range(self.n_args)), consts)
         self._prune()
-        self._run, self.run_checked = self._specialize()
 
     def _slot_for(self, value: Any) -> int:
         self.init.append(value)
@@ -444,7 +443,9 @@ class Program:
                 outs.append(self._slot_for(None))
                 if type(v) is not DropVar:
                     local[v] = outs[-1]
-            self.code.append((rule, e, ins, outs, types, name in _MULTI, name not in _NO_NEW_SUBNORMAL))
+            # (checked: a float result of a rule that can make a subnormal from normal inputs)
+            check = name not in _NO_NEW_SUBNORMAL and any(dt in _TINY for dt, _ in types)
+            self.code.append((rule, e, tuple(ins), outs, types, name in _MULTI, check))
         return [slot(v) for v in j.outvars]
 
     def _prune(self) -> None:
@@ -457,69 +458,6 @@ class Program:
                 kept.append(ins_)
         self.code = kept[::-1]
 
-    def _specialize(self) -> tuple[Callable[..., list[np.ndarray]], Callable[..., list[np.ndarray]]]:
-        # One function per program: arguments unpacked, each equation a line calling its
-        # rule, each result's type tested and a float result checked for subnormals, the
-        # slots locals and the constants free variables. Two entries: one converting and
-        # checking its arguments, one given NumPy arrays already checked (``_kernels``).
-        env: dict[str, Any] = {
-            "np": np, "ndarray": np.ndarray, "asarray": np.asarray, "Unsupported": Unsupported,
-            "check": _check, "quiet": _quiet, "loud": _loud, "scalars": (float, int, bool),
-        }
-        lines = []
-        names = [f"v{k}" for k in range(len(self.init))]
-        args = names[: self.n_args]
-        unpack = f"    {', '.join(args)}{',' if len(args) == 1 else ''} = args" if args else "    pass"
-        lines.append(unpack)
-        for k, (dt, _) in enumerate(self.arg_types):
-            env[f"d{k}"] = dt
-            lines.append(f"    if type(v{k}) is not ndarray:")
-            lines.append(f"        v{k} = asarray(v{k}, d{k}) if type(v{k}) in scalars else asarray(v{k})")
-            if dt in _TINY:
-                lines.append(f"    check(v{k})")
-        lines.append("    return body(" + ", ".join(args) + ")")
-        lines.append("  def body(" + ", ".join(args) + "):")
-        for k in range(self.n_args, len(self.init)):
-            if self.init[k] is not None:
-                env[names[k]] = self.init[k]
-        lines.append("    token = quiet()")
-        lines.append("    try:")
-        lines.append("        pass")
-        for n, (rule, e, ins, outs, types, multi, chk) in enumerate(self.code):
-            env[f"r{n}"], env[f"e{n}"] = rule, e
-            call = f"r{n}(e{n}{''.join(', ' + names[i] for i in ins)})"
-            targets = [names[o] for o in outs]
-            if multi:
-                lines.append(f"        res = list({call})")
-                lines.append(f"        if len(res) != {len(outs)}:")
-                lines.append(f"            raise Unsupported('e{n}: {len(outs)} results expected')")
-                lines.append(f"        {', '.join(targets)}{',' if len(targets) == 1 else ''} = res")
-            else:
-                lines.append(f"        {targets[0]} = {call}")
-            for t, o, (dt, shape) in zip(targets, outs, types):
-                env[f"t{o}"], env[f"s{o}"] = dt, shape
-                lines.append(f"        if type({t}) is not ndarray:")
-                lines.append(f"            {t} = asarray({t})  # (NumPy gives a scalar for a 0-d result)")
-                # NumPy's own promotion or shape rule where XLA's differs: not ours to guess.
-                lines.append(f"        if ({t}.dtype is not t{o} and {t}.dtype != t{o}) or {t}.shape != s{o}:")
-                lines.append(f"            raise Unsupported(f'e{n}: {{{t}.dtype}}{{{t}.shape}}, XLA {{t{o}}}{{s{o}}}')")
-                if chk and dt in _TINY:
-                    lines.append(f"        check({t})")
-        lines.append("    except Unsupported:")
-        lines.append("        raise")
-        lines.append("    except Exception as err:  # (NumPy refused what XLA accepts: compile it)")
-        lines.append("        raise Unsupported(repr(err)) from err")
-        lines.append("    finally:")
-        lines.append("        loud(token)")
-        lines.append(f"    return [{', '.join(names[o] for o in self.outs)}]")
-        free = [k for k in env if k[0] in "vdrets" and k not in ("np",)]
-        src = "def make({}):\n  def run(args):\n{}\n  return run, body\n".format(
-            ", ".join(free), "\n".join(("  " + ln) if not ln.startswith("  def") else ln for ln in lines)
-        )
-        scope: dict[str, Any] = {k: env[k] for k in env if k not in free}
-        exec(compile(src, "<tapejax-host-program>", "exec"), scope)
-        return scope["make"](*[env[k] for k in free])
-
     def run(self, args: Sequence[Any]) -> list[np.ndarray]:
         """The outputs on ``args`` (arrays or Python scalars, one per argument), or
         :class:`Unsupported` when a value here would differ from XLA:CPU's."""
@@ -530,16 +468,64 @@ class Program:
             x = np.asarray(a, dtype=dt) if type(a) in (float, int, bool) else np.asarray(a)
             if x.dtype != dt or x.shape != shape:
                 raise Unsupported("argument type")
+            _check(x)
             xs.append(x)
-        return self._run(xs)
+        return self.run_checked(*xs)
 
     def run_matched(self, args: Sequence[Any]) -> list[np.ndarray]:
         """:meth:`run` for arguments the caller knows to have the program's argument types
         (NumPy or jaxlib arrays of those dtypes and shapes, or Python scalars): a kernel's
-        host call, whose signature key holds the avals, skips the tests. (``run_checked``,
-        set per program: the same for NumPy arrays, one positional argument each, that
-        also hold no subnormal.)"""
-        return self._run(args)
+        host call, whose signature key holds the avals, skips the tests."""
+        xs = []
+        for a, (dt, _) in zip(args, self.arg_types):
+            x = np.asarray(a, dtype=dt) if type(a) in (float, int, bool) else np.asarray(a)
+            _check(x)
+            xs.append(x)
+        return self.run_checked(*xs)
+
+    def run_checked(self, *xs: np.ndarray) -> list[np.ndarray]:
+        """:meth:`run_matched` for NumPy arrays of the argument types that hold no subnormal
+        (``_kernels`` converts and checks a kernel call's arguments itself)."""
+        env = self.init.copy()
+        env[: self.n_args] = xs
+        token = _quiet()
+        try:
+            for rule, e, ins, outs, types, multi, check in self.code:
+                n = len(ins)
+                if n == 1:
+                    r = rule(e, env[ins[0]])
+                elif n == 2:
+                    r = rule(e, env[ins[0]], env[ins[1]])
+                else:
+                    r = rule(e, *[env[k] for k in ins])
+                if not multi:
+                    dt, shape = types[0]
+                    if type(r) is not np.ndarray:
+                        r = np.asarray(r)  # (NumPy gives a scalar for a 0-d result)
+                    # NumPy's own promotion or shape rule where XLA's differs: not ours to guess.
+                    if (r.dtype is not dt and r.dtype != dt) or r.shape != shape:
+                        raise Unsupported(f"{e.primitive.name} gave {r.dtype}{r.shape}, XLA {dt}{shape}")
+                    if check:
+                        _check(r)
+                    env[outs[0]] = r
+                    continue
+                rs = list(r)
+                if len(rs) != len(outs):
+                    raise Unsupported(f"{e.primitive.name} gave {len(rs)} results, XLA {len(outs)}")
+                for o, (dt, shape), j in zip(rs, types, outs):
+                    o = np.asarray(o)
+                    if o.dtype != dt or o.shape != shape:
+                        raise Unsupported(f"{e.primitive.name} gave {o.dtype}{o.shape}, XLA {dt}{shape}")
+                    if check:
+                        _check(o)
+                    env[j] = o
+        except Unsupported:
+            raise
+        except Exception as err:  # noqa: BLE001 - NumPy refused what XLA accepts: compile it
+            raise Unsupported(repr(err)) from err
+        finally:
+            _loud(token)
+        return [env[k] for k in self.outs]
 
 
 def _same_value(e: Any) -> bool:

@@ -557,8 +557,9 @@ def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
             if o.base is None and o.size <= _ANSWER_ELEMENTS:
                 _answers[id(r)] = (_ref(r), o)
         if len(_answers) > _MAX_ANSWERS:
+            # (the oldest half; ``pop``: another thread may be evicting the same entries)
             for k in list(itertools.islice(_answers, len(_answers) - _MAX_ANSWERS // 2)):
-                del _answers[k]
+                _answers.pop(k, None)
     return res[0] if e.tree is None else jax.tree_util.tree_unflatten(e.tree, res)
 
 
