@@ -472,20 +472,10 @@ class Program:
             xs.append(x)
         return self.run_checked(*xs)
 
-    def run_matched(self, args: Sequence[Any]) -> list[np.ndarray]:
-        """:meth:`run` for arguments the caller knows to have the program's argument types
-        (NumPy or jaxlib arrays of those dtypes and shapes, or Python scalars): a kernel's
-        host call, whose signature key holds the avals, skips the tests."""
-        xs = []
-        for a, (dt, _) in zip(args, self.arg_types):
-            x = np.asarray(a, dtype=dt) if type(a) in (float, int, bool) else np.asarray(a)
-            _check(x)
-            xs.append(x)
-        return self.run_checked(*xs)
-
     def run_checked(self, *xs: np.ndarray) -> list[np.ndarray]:
-        """:meth:`run_matched` for NumPy arrays of the argument types that hold no subnormal
-        (``_kernels`` converts and checks a kernel call's arguments itself)."""
+        """:meth:`run` for NumPy arrays of the argument types that hold no subnormal
+        (``_kernels`` converts and checks a kernel call's arguments itself: its signature key
+        holds their avals, and the host's own answers were checked when made)."""
         env = self.init.copy()
         env[: self.n_args] = xs
         token = _quiet()
