@@ -248,14 +248,17 @@ class Primitive:
     subclass) lets an op run its own backward eagerly on Tensors (a
     custom_gradient's Python grad_fn); the interpreted backward pass calls it.
 
-    ``vjp_values(in_vals, ct, act, params) -> list | None`` (optional, set by the op
-    library's table of gradient functions) computes the cotangents of the inputs in
-    ``act`` from the one output's cotangent ``ct``, on arrays, by calling other
-    primitives' kernels, as TF's gradient functions do (Mul's ``grad * y``). It returns
-    None where it does not apply (broadcasting, say); the generic pullback runs then.
+    ``vjp_rule(xs, ct, act, params, run) -> list | None`` (optional, set by the op
+    library's table of gradient functions, ``_ops/_gradfns``) computes the cotangents
+    of the inputs in ``act`` from the one output's cotangent ``ct`` by running other
+    primitives through ``run``, as TF's gradient functions do (Mul's ``grad * y``):
+    on arrays (``run`` calls kernels) where nothing watches the backward pass, on
+    Tensors (``run`` is ``bind``, so the ops are recorded) where something does. It
+    returns None where it does not apply (broadcasting, say); the generic pullback runs
+    then.
     """
 
-    __slots__ = ("name", "impl", "differentiable", "multiple_results", "recorded", "vjp_values")
+    __slots__ = ("name", "impl", "differentiable", "multiple_results", "recorded", "vjp_rule")
 
     def __init__(
         self,
@@ -270,7 +273,7 @@ class Primitive:
         self.differentiable = differentiable
         self.multiple_results = multiple_results
         self.recorded = recorded
-        self.vjp_values: Callable[[tuple, Any, tuple, dict], list | None] | None = None
+        self.vjp_rule: Callable[[tuple, Any, tuple, dict, Callable[..., Any]], list | None] | None = None
 
     def __repr__(self) -> str:
         return self.name

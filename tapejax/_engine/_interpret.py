@@ -5,8 +5,10 @@ persistent tape asked inside its own block, a gradient inside a
 ForwardAccumulator), or whose slice holds an op with a Python backward (a
 custom_gradient's grad_fn), is not run as one compiled program. It is
 *interpreted*: the slice is walked in reverse and each op's pullback is bound
-as an op of its own (``VJP``), over the very tensors (ids) the forward pass
-used. The tapes outside record those ops, the accumulators compute their
+over the very tensors (ids) the forward pass used: TF's gradient function of the
+op where the op library has one (``Primitive.vjp_rule``: SinGrad's ``cos`` and
+``multiply``, bound as ordinary ops), else the generic pullback as an op of its
+own (``VJP``). The tapes outside record those ops, the accumulators compute their
 tangents, so a derivative of the gradient reaches every forward value the
 backward pass used (TF's recorded gradient ops), not only the leaves.
 
@@ -535,6 +537,11 @@ def _ones(v: Any) -> Any:
     return jax.device_put(np.ones(v.shape, v.dtype))
 
 
+def _run_kernel(prim: Primitive, *args: Any, **params: Any) -> Any:
+    # A gradient rule's op, on arrays (nothing to record).
+    return prim.impl(*args, **params)
+
+
 def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: Any = None) -> tuple:
     """Per connected source group of ``sl``, its gradient, computed op by op.
 
@@ -569,6 +576,7 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
             continue
         eager = getattr(e.prim, "eager_vjp", None) if e.aux is not None else None
         rule = OUTPUT_RULES.get(e.prim.name) if len(outs) == 1 and outs[0] in values else None
+        in_cts: dict | None
         if eager is not None:
             in_cts = eager(e, [ct.get(o) for o in outs]) if not batched else _rows_eager(eager, e, outs, ct)
         elif rule is not None:
@@ -580,31 +588,41 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
                         if i is not None and i in reach and _inexact(v))
             if not act:
                 continue
-            values_rule = e.prim.vjp_values
-            if values_rule is not None and not batched and len(outs) == 1:
-                # No tape or accumulator watches this backward op: the op library's
-                # gradient function on arrays (TF's, e.g. Mul's ``grad * y``) reuses the
-                # kernels the forward pass compiled, where the generic pullback would
-                # compile a program of its own on a new tape.
+            in_cts = None
+            grad_rule = e.prim.vjp_rule
+            if grad_rule is not None and not batched and len(outs) == 1:
+                # The op library's gradient function (TF's, e.g. Mul's ``grad * y``).
                 c0 = ct[outs[0]]
                 if not _watched_ids((*e.in_ids, c0._id)):
-                    r = values_rule(e.in_vals, c0._value, act, e.params)
+                    # Nothing watches this backward op: the rule runs kernels on arrays, most
+                    # of which the forward pass compiled, where the generic pullback would
+                    # be a program of its own to trace on a new tape.
+                    r = grad_rule(e.in_vals, c0._value, act, e.params, _run_kernel)
                     if r is not None:
                         for j, c in zip(act, r):
                             i = e.in_ids[j]
                             ct[i] = _add(ct.get(i), Tensor(c))
                         continue
-            ctmask = tuple(k for k, o in enumerate(outs) if o in ct)
-            inputs = [handle(i, v) for i, v in zip(e.in_ids, e.in_vals)]
-            cts_in = [ct[outs[k]] for k in ctmask]
-            if len(act) > 1 and _watched(inputs + cts_in):
-                # TF's gradient function makes one op per input gradient (MatMulGrad: each
-                # product reads only the other operand): one VJP op per input, so a later
-                # derivative of one input's gradient is connected only to what it reads.
-                res = [vjp_op(e.prim, _freeze(e.params), inputs, cts_in, (j,), ctmask, batched)[0] for j in act]
-            else:
-                res = list(vjp_op(e.prim, _freeze(e.params), inputs, cts_in, act, ctmask, batched))
-            in_cts = dict(zip(act, res))
+                else:
+                    # Watched: the rule's ops are bound over the forward pass's tensors and
+                    # recorded as TF records its gradient ops, so a second derivative runs
+                    # these same rules instead of tracing a pullback of a pullback.
+                    r = grad_rule(tuple(handle(i, v) for i, v in zip(e.in_ids, e.in_vals)), c0, act, e.params, bind)
+                    if r is not None:
+                        in_cts = dict(zip(act, r))
+            if in_cts is None:
+                ctmask = tuple(k for k, o in enumerate(outs) if o in ct)
+                inputs = [handle(i, v) for i, v in zip(e.in_ids, e.in_vals)]
+                cts_in = [ct[outs[k]] for k in ctmask]
+                if len(act) > 1 and _watched(inputs + cts_in):
+                    # TF's gradient function makes one op per input gradient (MatMulGrad: each
+                    # product reads only the other operand): one VJP op per input, so a later
+                    # derivative of one input's gradient is connected only to what it reads.
+                    res = [vjp_op(e.prim, _freeze(e.params), inputs, cts_in, (j,), ctmask, batched)[0] for j in act]
+                else:
+                    res = list(vjp_op(e.prim, _freeze(e.params), inputs, cts_in, act, ctmask, batched))
+                in_cts = dict(zip(act, res))
+        assert in_cts is not None  # (every branch above sets it or continues)
         for j, c in in_cts.items():
             i = e.in_ids[j]
             if c is not None and i is not None and i in reach:

@@ -11,8 +11,9 @@ Bottom to top (a module imports only modules listed before it):
 * the families, which only use the machinery: ``math``, ``array``, ``linalg``,
   ``random``, ``nn``, ``debugging``;
 * ``operators``: sets ``+``, ``@``, ``[]``, ``==``, ... on Tensor and Variable;
-* ``_gradfns``: TF's gradient functions of the linear ops on arrays, for the
-  interpreted tier (they reuse the forward pass's compiled kernels).
+* ``_gradfns``: TF's gradient functions written with these primitives, for the
+  interpreted tier (on arrays they reuse the forward pass's kernels; bound under an
+  outer tape they are the recorded gradient ops a second derivative differentiates).
 
 Importing this package imports every family, so the tables are complete.
 """

@@ -52,6 +52,11 @@ def _mt(x: Any, t: bool, a: bool) -> Any:
 
 
 _matmul_p = prim("matmul", lambda a, b, ta, tb, aa, ab: jnp.matmul(_mt(a, ta, aa), _mt(b, tb, ab)))
+# The two products of MatMulGrad for matrices, as JAX's pullback of ``a @ b`` writes them
+# (``_ops/_gradfns``: a nested gradient records them): ``c @ b^T`` and ``(c^T @ a)^T``. The
+# same dot as the pullback's gives its bits; ``c @ transpose(b)`` sums in another order.
+prim("matmul_grad_a", lambda c, b: lax.dot_general(c, b, (((1,), (1,)), ((), ()))))
+prim("matmul_grad_b", lambda c, a: jnp.transpose(lax.dot_general(c, a, (((0,), (0,)), ((), ())))))
 _MATMUL_PARAMS = {"ta": False, "tb": False, "aa": False, "ab": False}
 _MATMUL_KEY = tuple(sorted(_MATMUL_PARAMS.items()))
 _matmul_run2 = _matmul_p.impl.run2  # type: ignore[attr-defined]
