@@ -46,9 +46,9 @@ The replay tiers of an eager gradient (see ``compat_docs/performance.md``):
   its next call, and one called a few times a tape (a training step's op) keeps the
   budget until ``kernel_host_tapes`` tapes (default 8) have been made since its first
   call, so a loop compiles its signatures from about step 9. The budget is for small
-  signatures (every input at most ``kernel_fast_compile_elements``); a large signature
-  gets ``kernel_host_first_calls``, and its fast-program calls (below) too when they
-  number at most twice that, so it builds only the full program. CPU only;
+  signatures (every input at most ``kernel_fast_compile_elements``, or 8,192 elements in
+  all); a larger signature gets ``kernel_host_first_calls``, and its fast-program calls
+  (below) too when they number at most twice that, so it builds only the full program. CPU only;
   ``kernel_host_first_calls = 0`` turns it off (``TAPEJAX_KERNEL_HOST_FIRST_CALLS``,
   ``TAPEJAX_KERNEL_HOST_BUDGET_ELEMENTS`` and ``TAPEJAX_KERNEL_HOST_TAPES`` at import).
 

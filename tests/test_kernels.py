@@ -91,6 +91,8 @@ def test_a_large_signature_with_few_fast_calls_runs_them_on_the_host(limit, monk
     monkeypatch.setattr(config, "kernel_fast_budget_elements", 1000)
     monkeypatch.setattr(config, "kernel_host_first_calls", 3)
     monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
+    # (every signature here large for the host's schedule too, not only for the pipelines)
+    monkeypatch.setattr(_kernels, "_HOST_BUDGET_MAX_ELEMENTS", 0)
     for n, host, fast in ((400, 5, 0), (200, 3, 1)):
         k = _kernels.jit(lambda a: jnp.tanh(a) * 3.0 - 1.0)
         x = jnp.linspace(-2, 2, n)
@@ -98,6 +100,27 @@ def test_a_large_signature_with_few_fast_calls_runs_them_on_the_host(limit, monk
         vals = [np.asarray(k(x)) for _ in range(_kernels.fast_calls(n) + 2)]
         assert _kernels.host_counts["answered"] - before == host
         assert (k.fast._cache_size(), k.full._cache_size()) == (fast, 1)
+        for v in vals:
+            np.testing.assert_allclose(v, np.tanh(np.asarray(x)) * 3.0 - 1.0, rtol=1e-6, atol=1e-6)
+
+
+def test_a_large_signature_of_few_elements_gets_the_host_budget(limit, monkeypatch):
+    # An argument over kernel_fast_compile_elements makes a signature large (fast program
+    # first, full one later), but one whose arguments hold at most _HOST_BUDGET_MAX_ELEMENTS
+    # in all is scheduled by the host budget, as a small one: a nested gradient of a small
+    # network calls such signatures dozens of times in its first tape. Past the cap, the
+    # host answers only kernel_host_first_calls.
+    limit(64)
+    monkeypatch.setattr(config, "kernel_host_first_calls", 3)
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 40_000)
+    monkeypatch.setattr(_kernels, "_HOST_BUDGET_MAX_ELEMENTS", 1000)
+    monkeypatch.setattr(config, "kernel_fast_budget_elements", 1 << 18)  # (many fast calls: the host takes 3)
+    for n, host in ((400, 40_000 // (400 + _kernels._HOST_CALL_ELEMENTS)), (1200, 3)):
+        k = _kernels.jit(lambda a: jnp.tanh(a) * 3.0 - 1.0)
+        x = jnp.linspace(-2, 2, n)
+        before = _kernels.host_counts["answered"]
+        vals = [np.asarray(k(x)) for _ in range(host + 3)]
+        assert _kernels.host_counts["answered"] - before == host, n
         for v in vals:
             np.testing.assert_allclose(v, np.tanh(np.asarray(x)) * 3.0 - 1.0, rtol=1e-6, atol=1e-6)
 
