@@ -12,6 +12,10 @@ Workloads (the same source text runs under ``import tensorflow as tf`` and
   to a Variable ``k``;
 - ``chain_2000``: a fixed pseudo-random chain of 2,000 elementwise ops on a
   16-vector;
+- ``pinn_nested``: a physics-informed network's training step: a 1-32-32-1 tanh MLP on
+  64 points, its second derivative in x through two nested tapes, and the gradient of
+  the residual's mean square with respect to the weights on a third (third-order
+  nesting: every gradient but the last is interpreted op by op, as in TF);
 - the standard workloads of ``benchmarks/run.py`` (``scalar_chain``, ``mlp_step``,
   ``mlp_step_small``, ``jacobian``, ``batch_jacobian``, ``hessian_nested``), built by
   that script's own step builders: their first call (``--standard``, or name them in
@@ -63,7 +67,64 @@ def _chain(lib, x, n: int):
     return x
 
 
+def _pinn_data() -> dict:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    return {"W1": rng.normal(size=(1, 32)).astype(np.float32), "b1": np.zeros(32, np.float32),
+            "W2": (rng.normal(size=(32, 32)) / 6).astype(np.float32), "b2": np.zeros(32, np.float32),
+            "W3": (rng.normal(size=(32, 1)) / 6).astype(np.float32),
+            "x": np.linspace(-1, 1, 64, dtype=np.float32)[:, None]}
+
+
+def _tf_pinn(tf):
+    d = _pinn_data()
+    params = [tf.Variable(d[k]) for k in ("W1", "b1", "W2", "b2", "W3")]
+    W1, b1, W2, b2, W3 = params
+    xs = tf.constant(d["x"])
+
+    def u(x):
+        h = tf.tanh(tf.matmul(x, W1) + b1)
+        h = tf.tanh(tf.matmul(h, W2) + b2)
+        return tf.matmul(h, W3)
+
+    def step():
+        with tf.GradientTape() as t3:
+            with tf.GradientTape() as t2:
+                t2.watch(xs)
+                with tf.GradientTape() as t1:
+                    t1.watch(xs)
+                    y = u(xs)
+                ux = t1.gradient(y, xs)
+            uxx = t2.gradient(ux, xs)
+            loss = tf.reduce_mean(tf.square(uxx + tf.sin(xs)))
+        return t3.gradient(loss, params)
+
+    return step
+
+
+def _torch_pinn(torch):
+    d = _pinn_data()
+    params = [torch.tensor(d[k], requires_grad=True) for k in ("W1", "b1", "W2", "b2", "W3")]
+    W1, b1, W2, b2, W3 = params
+    xs = torch.tensor(d["x"])
+
+    def step():
+        x = xs.clone().requires_grad_(True)
+        h = torch.tanh(x @ W1 + b1)
+        h = torch.tanh(h @ W2 + b2)
+        y = h @ W3
+        (ux,) = torch.autograd.grad(y.sum(), [x], create_graph=True)
+        (uxx,) = torch.autograd.grad(ux.sum(), [x], create_graph=True)
+        loss = ((uxx + torch.sin(x)) ** 2).mean()
+        return torch.autograd.grad(loss, params)
+
+    return step
+
+
 def _tf_step(tf, workload: str):
+    if workload == "pinn_nested":
+        return _tf_pinn(tf)
     if workload.startswith("euler_"):
         n = int(workload.split("_")[1])
         k = tf.Variable(2.0)
@@ -89,6 +150,8 @@ def _tf_step(tf, workload: str):
 
 
 def _torch_step(torch, workload: str):
+    if workload == "pinn_nested":
+        return _torch_pinn(torch)
     if workload.startswith("euler_"):
         n = int(workload.split("_")[1])
         k = torch.tensor(2.0, requires_grad=True)
@@ -128,6 +191,18 @@ def _standard_step(workload: str, impl: str):
     return step, lambda out: np.concatenate([a.reshape(-1) for a in lib.to_numpy(out)])
 
 
+def _flat(read):
+    # One gradient, or a list of them (pinn_nested), as one flat NumPy array.
+    import numpy as np
+
+    def to_np(g):
+        if isinstance(g, list | tuple):
+            return np.concatenate([read(v).reshape(-1) for v in g])
+        return read(g)
+
+    return to_np
+
+
 def worker(workload: str, impl: str, repeats: int) -> dict:
     import resource
 
@@ -141,18 +216,18 @@ def worker(workload: str, impl: str, repeats: int) -> dict:
         import tapejax as tf
 
         step = _tf_step(tf, workload)
-        to_np = lambda g: g.numpy()  # noqa: E731
+        to_np = _flat(lambda g: g.numpy())
     elif impl == "tf":
         import tensorflow as tf
 
         step = _tf_step(tf, workload)
-        to_np = lambda g: g.numpy()  # noqa: E731
+        to_np = _flat(lambda g: g.numpy())
     else:
         import torch
 
         torch.set_num_threads(1)
         step = _torch_step(torch, workload)
-        to_np = lambda g: g.detach().numpy()  # noqa: E731
+        to_np = _flat(lambda g: g.detach().numpy())
     c0, t0 = time.process_time(), time.perf_counter()
     out = to_np(step())
     first = time.perf_counter() - t0
@@ -215,7 +290,7 @@ def main(argv: list | None = None) -> int:
         return 0
     workloads = (a.sizes.split(",") if a.sizes else
                  ["euler_100", "euler_300"] if a.quick else
-                 ["euler_100", "euler_300", "euler_1000", "euler_10000", "chain_2000"])
+                 ["euler_100", "euler_300", "euler_1000", "euler_10000", "chain_2000", "pinn_nested"])
     if a.standard:
         workloads += [w for w in STANDARD if w not in workloads]
     impls = a.impls.split(",")
