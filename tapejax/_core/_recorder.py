@@ -255,10 +255,11 @@ class Primitive:
     on arrays (``run`` calls kernels) where nothing watches the backward pass, on
     Tensors (``run`` is ``bind``, so the ops are recorded) where something does. It
     returns None where it does not apply (broadcasting, say); the generic pullback runs
-    then.
+    then. ``vjp_rule_on_arrays`` False keeps a rule for the watched case only (an op whose
+    generic pullback is one cheap program where the rule would be several kernel calls).
     """
 
-    __slots__ = ("name", "impl", "differentiable", "multiple_results", "recorded", "vjp_rule")
+    __slots__ = ("name", "impl", "differentiable", "multiple_results", "recorded", "vjp_rule", "vjp_rule_on_arrays")
 
     def __init__(
         self,
@@ -274,6 +275,7 @@ class Primitive:
         self.multiple_results = multiple_results
         self.recorded = recorded
         self.vjp_rule: Callable[[tuple, Any, tuple, dict, Callable[..., Any]], list | None] | None = None
+        self.vjp_rule_on_arrays = True
 
     def __repr__(self) -> str:
         return self.name

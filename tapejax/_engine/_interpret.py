@@ -597,12 +597,13 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
                     # Nothing watches this backward op: the rule runs kernels on arrays, most
                     # of which the forward pass compiled, where the generic pullback would
                     # be a program of its own to trace on a new tape.
-                    r = grad_rule(e.in_vals, c0._value, act, e.params, _run_kernel)
-                    if r is not None:
-                        for j, c in zip(act, r):
-                            i = e.in_ids[j]
-                            ct[i] = _add(ct.get(i), Tensor(c))
-                        continue
+                    if e.prim.vjp_rule_on_arrays:
+                        r = grad_rule(e.in_vals, c0._value, act, e.params, _run_kernel)
+                        if r is not None:
+                            for j, c in zip(act, r):
+                                i = e.in_ids[j]
+                                ct[i] = _add(ct.get(i), Tensor(c))
+                            continue
                 else:
                     # Watched: the rule's ops are bound over the forward pass's tensors and
                     # recorded as TF records its gradient ops, so a second derivative runs

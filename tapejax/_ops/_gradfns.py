@@ -7,9 +7,9 @@ with tapejax's primitives, in two settings:
 
 * **Nothing watches the backward pass** (a plain first gradient). ``run`` calls each
   primitive's kernel on arrays. The cotangents reuse kernels the forward pass compiled
-  (``x * y``'s for ``grad * y``), or small ones other rules share (``cos``), where each
-  op signature's generic pullback is a program of its own to trace, and for ``pow``
-  (a custom JVP rule) an expensive one to linearize.
+  (``x * y``'s for ``grad * y``), where each op signature's generic pullback is a
+  program of its own to trace, and for ``pow`` (a custom JVP rule) or a matmul an
+  expensive one. (Not for the ops in ``WATCHED_ONLY``: see there.)
 * **A tape or accumulator watches it** (a nested tape, a persistent tape asked inside
   its block). ``run`` is ``bind``: each op of the rule is recorded over the forward
   pass's tensors, exactly as TF records its gradient ops. A second derivative then
@@ -40,7 +40,7 @@ from .._core._recorder import Tensor
 from .._engine._interpret import ADD, OUTPUT_RULES
 from ._machinery import PRIMS
 
-__all__ = ["RULES", "GRAD_KERNEL_RULES"]
+__all__ = ["RULES", "GRAD_KERNEL_RULES", "WATCHED_ONLY"]
 
 Rule = Callable[[tuple, Any, tuple, dict, Callable[..., Any]], "list | None"]
 
@@ -354,8 +354,15 @@ RULES: dict[str, Rule] = {
     "matmul_grad_b": _matmul_grad_b,
 }
 
+# Watched only: an elementwise function whose generic pullback is one small program (cos
+# and a product for sin) that a long tape calls once an op; the rule would be two or three
+# kernel calls an op (chain_2000's first gradient, 500 sin ops: 5 ms more). Nested, the
+# rule's recorded ops are what spare the second derivative its traces.
+WATCHED_ONLY = frozenset({"sin", "cos", "log", "square"})
+
 for _name, _rule in RULES.items():
     PRIMS[_name].vjp_rule = _rule
+    PRIMS[_name].vjp_rule_on_arrays = _name not in WATCHED_ONLY
 for _name, _rule in GRAD_KERNEL_RULES.items():
     OUTPUT_RULES[_name].vjp_rule = _rule
 
