@@ -283,52 +283,35 @@ def _matmul_grad_b(xs: tuple, ct: Any, act: tuple, params: dict, run: Callable) 
 # kernels' formulas term by term, as JAX's pullback of the kernel computes them.
 
 
-def _grad_kernel_ok(xs: tuple, ct: Any, act: tuple) -> bool:
-    return all(_plain(ct, x) for x in xs)
+def _output_grad(name: str, d_y: Callable) -> Rule:
+    # The rule of a fused kernel K(y, c) = c * f'(y): for c, K(y, ct) itself (the kernel is
+    # linear in c); for y, ``d_y(y, c, ct, run)``.
+    def rule(xs: tuple, ct: Any, act: tuple, params: dict, run: Callable) -> list | None:
+        if not all(_plain(ct, x) for x in xs):
+            return None
+        y, c = xs
+        return [run(OUTPUT_RULES[name], y, ct) if j == 1 else d_y(y, c, ct, run) for j in act]
+
+    return rule
 
 
-def _exp_grad(xs: tuple, ct: Any, act: tuple, params: dict, run: Callable) -> list | None:
-    # ExpGrad(y, c) = c * y.
-    if not _grad_kernel_ok(xs, ct, act):
-        return None
-    y, c = xs
-    return [run(P["multiply"], c, ct) if j == 0 else run(P["multiply"], ct, y) for j in act]
+def _tanh_d_y(y: Any, c: Any, ct: Any, run: Callable) -> Any:
+    # c * (1 - y * y): -(c * ct) * y, once for each factor of y * y.
+    p = run(P["multiply"], run(P["negative"], run(P["multiply"], c, ct)), y)
+    return run(P["add"], p, p)
 
 
-def _tanh_grad(xs: tuple, ct: Any, act: tuple, params: dict, run: Callable) -> list | None:
-    # TanhGrad(y, c) = c * (1 - y * y): for c, TanhGrad(y, ct) itself; for y,
-    # -(c * ct) * y, once for each factor of y * y.
-    if not _grad_kernel_ok(xs, ct, act):
-        return None
-    y, c = xs
-    out = []
-    for j in act:
-        if j == 1:
-            out.append(run(OUTPUT_RULES["tanh"], y, ct))
-        else:
-            p = run(P["multiply"], run(P["negative"], run(P["multiply"], c, ct)), y)
-            out.append(run(P["add"], p, p))
-    return out
+def _sigmoid_d_y(y: Any, c: Any, ct: Any, run: Callable) -> Any:
+    # c * (y * (1 - y)): (c * ct) * (1 - y) - y * (c * ct).
+    b = run(P["multiply"], c, ct)
+    return run(P["add"], run(P["multiply"], b, run(P["subtract"], 1.0, y)), run(P["negative"], run(P["multiply"], y, b)))
 
 
-def _sigmoid_grad(xs: tuple, ct: Any, act: tuple, params: dict, run: Callable) -> list | None:
-    # SigmoidGrad(y, c) = c * (y * (1 - y)): for c, SigmoidGrad(y, ct) itself; for y,
-    # (c * ct) * (1 - y) - y * (c * ct).
-    if not _grad_kernel_ok(xs, ct, act):
-        return None
-    y, c = xs
-    out = []
-    for j in act:
-        if j == 1:
-            out.append(run(OUTPUT_RULES["sigmoid"], y, ct))
-        else:
-            b = run(P["multiply"], c, ct)
-            out.append(run(P["add"], run(P["multiply"], b, run(P["subtract"], 1.0, y)),
-                           run(P["negative"], run(P["multiply"], y, b))))
-    return out
-
-
-GRAD_KERNEL_RULES: dict[str, Rule] = {"exp": _exp_grad, "tanh": _tanh_grad, "sigmoid": _sigmoid_grad}
+GRAD_KERNEL_RULES: dict[str, Rule] = {
+    "exp": _output_grad("exp", lambda y, c, ct, run: run(P["multiply"], c, ct)),  # ExpGrad(y, c) = c * y
+    "tanh": _output_grad("tanh", _tanh_d_y),
+    "sigmoid": _output_grad("sigmoid", _sigmoid_d_y),
+}
 
 
 RULES: dict[str, Rule] = {
