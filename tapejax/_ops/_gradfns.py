@@ -96,10 +96,14 @@ def _all(out: list) -> list | None:
     return None if any(o is None for o in out) else out
 
 
+# (Each rule checks every input before it runs an op: a watched rule that declined after
+# binding one would leave an unused op on the tapes.)
+
+
 def _add(xs: tuple, ct: Any, act: tuple, params: dict, run: Callable) -> list | None:
     if all(_like(ct, xs[j]) for j in act):
         return [ct for _ in act]
-    if len(xs) != 2:
+    if len(xs) != 2 or not all(_typed_like(ct, xs[j]) for j in act):
         return None
     return _all([_unbroadcast(ct, xs[j], run) for j in act])
 
@@ -107,6 +111,8 @@ def _add(xs: tuple, ct: Any, act: tuple, params: dict, run: Callable) -> list | 
 def _subtract(xs: tuple, ct: Any, act: tuple, params: dict, run: Callable) -> list | None:
     if all(_like(ct, xs[j]) for j in act):
         return [ct if j == 0 else run(P["negative"], ct) for j in act]
+    if not all(_typed_like(ct, xs[j]) for j in act):
+        return None
     out = [_unbroadcast(ct, xs[j], run) for j in act]
     return _all([o if j == 0 or o is None else run(P["negative"], o) for j, o in zip(act, out)])
 
