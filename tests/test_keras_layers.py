@@ -136,7 +136,10 @@ def test_built_in_layer_call_is_one_op_and_second_order_works():
 
     ref = jax.grad(pen, argnums=(0, 1))(k0, b0)
     for got, want in zip(g2, ref):
-        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-6)
+        # (float32 sums of products up to about 8: an element that cancels to near zero
+        # carries rounding of the largest terms, so the absolute bound scales with them)
+        scale = float(np.max(np.abs(want)))
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=max(1e-6, 1e-6 * scale))
 
 
 def test_compiled_step_matches_eager_and_updates_batchnorm_statistics():
