@@ -38,7 +38,7 @@ import numpy as np
 
 from .._core._recorder import Tensor
 from .._engine._interpret import ADD, OUTPUT_RULES
-from ._machinery import PRIMS
+from ._machinery import PRIMS, _count
 
 __all__ = ["RULES", "GRAD_KERNEL_RULES", "WATCHED_ONLY"]
 
@@ -240,9 +240,7 @@ def _reduce_mean(xs: tuple, ct: Any, act: tuple, params: dict, run: Callable) ->
     x = xs[0]
     if not _typed_like(ct, x) or _av(x).dtype not in _PLAIN:
         return None
-    shape = tuple(_av(x).shape)
-    axis = params.get("axis")
-    n = int(np.prod([shape[a] for a in (range(len(shape)) if axis is None else axis)], dtype=np.int64))
+    n = _count(_av(x), params.get("axis"))
     if n == 0:
         return None
     dt = _av(x).dtype.type
