@@ -107,6 +107,10 @@ class _Derived:
         e = self._entry(sig)
         return e[0](*vals) if _is_tracer(vals) else e[1](*vals)
 
+    def on_host(self, sig: tuple, vals: Sequence[Any]) -> tuple:
+        """``self(sig, vals)`` for concrete values, host values among them (``_gradient_host``)."""
+        return self._entry(sig)[1].on_host(*vals)
+
     def live_inputs(self, sig: tuple, vals: Sequence[Any]) -> list:
         """Per input: does any output read it (data dependence, comparisons included)?"""
 
@@ -542,6 +546,104 @@ def _run_kernel(prim: Primitive, *args: Any, **params: Any) -> Any:
     return prim.impl(*args, **params)
 
 
+def _host_call(prim: Primitive, *args: Any, **params: Any) -> Any:
+    # A rule's op in the host-resident backward pass: its kernel, whose host answer stays
+    # a host value (an impl that is no kernel gets device arrays).
+    f = getattr(prim.impl, "on_host", None)
+    if f is not None:
+        return f(*args, **params)
+    return prim.impl(*_kernels._device_args(args), **params)
+
+
+def _host_sum(a: Any, b: Any) -> Any:
+    return b if a is None else _host_call(ADD, a, b)
+
+
+def _host_route(sl: Slice, given: Sequence[Any]) -> bool:
+    # The host-resident backward pass applies where nothing records it (no tape or
+    # accumulator watches a value it reads), no op has a Python backward, and the host
+    # answers kernels at all (on CPU, concrete values).
+    if _config.kernel_host_first_calls <= 0 or not _kernels._cpu() or _is_tracer(sl.leaf_vals):
+        return False
+    if has_python_backward(sl):
+        return False
+    return not watched_outside(sl, [g._id for g in given if isinstance(g, Tensor)])
+
+
+def _gradient_host(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tuple:
+    """``_gradient`` (unbatched) where nothing watches the backward pass, on CPU.
+
+    The same rules, pullbacks and kernels in the same order, so the same values and the
+    same host and compile counts; but a cotangent the host computed stays a
+    ``_kernels.HostValue`` (NumPy) until a kernel must run compiled or the sources'
+    gradients are made, and no Tensor is made per op. Why: a new tape's first gradient is
+    mostly kernel calls the host answers, and through jit each one paid jit's cache miss,
+    a transfer to a device array, freeing it, and the transfer back at the next op (about
+    15 of a call's 22 us): chain_2000's 1,250 backward calls took 40 ms of its 70.
+    """
+    ct: dict[int, Any] = {}
+    for t, g in zip(targets, given):
+        v = t._value
+        if g is None:
+            seed = _ones(v)
+        else:
+            seed = _host_call(SEED, g._value, shape=tuple(v.shape), dtype=np.dtype(v.dtype))
+        ct[t._id] = _host_sum(ct.get(t._id), seed)
+    reach = set(sl.diff_ids)
+    values: dict[int, Any] = {t._id: t._value for t in targets}
+    for e in sl.eqns:
+        reach.update(e.out_ids)
+        for i, v in zip(e.in_ids, e.in_vals):
+            if i is not None:
+                values[i] = v
+    for e in reversed(sl.eqns):
+        outs = e.out_ids
+        c0 = None
+        if len(outs) == 1:
+            c0 = ct.get(outs[0])
+            if c0 is None:
+                continue
+            rule = OUTPUT_RULES.get(e.prim.name) if outs[0] in values else None
+            if rule is not None:
+                i = e.in_ids[0]
+                if i is not None and i in reach:
+                    ct[i] = _host_sum(ct.get(i), _host_call(rule, values[outs[0]], c0))
+                continue
+        elif not any(o in ct for o in outs):
+            continue
+        act = tuple(j for j, (i, v) in enumerate(zip(e.in_ids, e.in_vals))
+                    if i is not None and i in reach and _inexact(v))
+        if not act:
+            continue
+        r = None
+        if c0 is not None and e.prim.vjp_rule is not None and e.prim.vjp_rule_on_arrays:
+            r = e.prim.vjp_rule(e.in_vals, c0, act, e.params, _host_call)
+        if r is None:
+            ctmask = tuple(k for k, o in enumerate(outs) if o in ct)
+            vals = list(e.in_vals) + [ct[outs[k]] for k in ctmask]
+            r = _vjps.on_host((e.prim, _freeze(e.params), len(e.in_ids), act, ctmask, False), vals)
+        for j, c in zip(act, r):
+            i = e.in_ids[j]
+            if c is not None and i is not None and i in reach:
+                ct[i] = _host_sum(ct.get(i), c)
+    grads = []
+    for grp in sl.groups:
+        acc = None
+        for k in grp:
+            c = ct.get(sl.diff_ids[k])
+            if c is not None:
+                acc = _host_sum(acc, c)
+        if acc is None:
+            d = sl.diff[grp[0]]
+            v = sl.leaf_vals[d[1]] if d[0] == "leaf" else jnp.zeros(d[2], d[3])
+            grads.append(Tensor(jnp.zeros(jnp.shape(v), jnp.result_type(v))))
+            continue
+        if type(acc) is _kernels.HostValue:
+            acc = acc.device()
+        grads.append(Tensor(CONJ.impl(acc) if _complex(acc) else acc))
+    return tuple(grads)
+
+
 def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: Any = None) -> tuple:
     """Per connected source group of ``sl``, its gradient, computed op by op.
 
@@ -553,6 +655,8 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
     jacobian in one pass.
     """
     batched = rows is not None
+    if not batched and _host_route(sl, given):
+        return _gradient_host(sl, targets, given)
     ct: dict[int, Tensor] = {}
     for t, g in zip(targets, given):
         v = t._value

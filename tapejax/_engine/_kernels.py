@@ -26,7 +26,10 @@ Before any of that, a signature's first calls (:func:`host_calls`: at least
 ``config.kernel_host_budget_elements``: about 970 calls of a scalar op), and a large
 signature's fast-program calls when they are few, are answered by NumPy on the host where
 it reproduces XLA:CPU (``_host``, through jit's own cache miss: see ``_hosted``), so a
-signature a first gradient or a short loop meets hundreds of times compiles nothing.
+signature a first gradient or a short loop meets hundreds of times compiles nothing. A
+kernel's ``on_host`` makes the same choice for an interpreted backward pass and leaves a
+host answer on the host (:class:`HostValue`), so the next kernel reads it without a
+transfer either way.
 """
 
 from __future__ import annotations
@@ -207,11 +210,50 @@ def _run(fast: Callable, full: Callable, args: tuple) -> Any:
         return full(*args)
 
 
-def _programs(fn: Callable) -> tuple[Any, Any]:
+def _programs(fn: Callable) -> tuple[Any, Any, Callable]:
     """The fast and full ``jax.jit`` programs of a kernel's ``fn``, whose first calls of a
-    signature are answered on the host (``_hosted``, below)."""
-    table: dict = {}
-    return (_hosted(jax.jit(fn, compiler_options=FAST_OPTIONS), table), _hosted(jax.jit(fn), table))
+    signature are answered on the host (``_hosted``, below), and the host's answer kept on
+    the host (``_host_value``), sharing their signatures' counts."""
+    table = _table(fn)
+    jitted = jax.jit(fn, compiler_options=FAST_OPTIONS)
+    return (_hosted(jitted, table), _hosted(jax.jit(fn), table), functools.partial(_host_value, jitted, table))
+
+
+# The host's signature tables, one per function: jit's executables are cached per function
+# (and options), so two kernels of one function (the op library's ``add`` and the backward
+# pass's cotangent sums) share them, and their host calls are counted together too. Else a
+# call of one kernel could be answered on the host where its signature is compiled already,
+# through the other, and a route that asks the host first (``_on_host``) would not know.
+_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _table(fn: Callable) -> dict:
+    try:
+        t = _tables.get(fn)
+        if t is None:
+            t = _tables[fn] = {}
+        return t
+    except TypeError:  # (not weakly referable or not hashable: a table of its own)
+        return {}
+
+
+def _device_args(args: tuple) -> tuple:
+    return tuple(a.device() if type(a) is HostValue else a for a in args)
+
+
+def _on_host(host: Callable, fast: Callable, full: Callable, seen: dict, key: Any, args: tuple) -> Any:
+    # A kernel call over arrays, host values and Python numbers: the program choice of a
+    # call through jit (the same fast-call count), then the host's answer as a host value
+    # where jit's cache miss would have taken it, else the compiled program on the
+    # arguments transferred.
+    m = _mode(args)
+    use_fast = m == _FAST or (m == _LARGE and _large(seen, key, args))
+    if m != _TRACED and _config.kernel_host_first_calls > 0 and (_on_cpu[0] if _on_cpu else _cpu()):
+        out = host(args)
+        if out is not None:
+            return out
+    dargs = _device_args(args)
+    return _run(fast, full, dargs) if use_fast else full(*dargs)
 
 
 def jit(fn: Callable) -> Callable:
@@ -220,7 +262,7 @@ def jit(fn: Callable) -> Callable:
     Inside a trace (a tracer among the arguments) the call is inlined, as a nested
     ``jax.jit`` is.
     """
-    fast, full = _programs(fn)
+    fast, full, host = _programs(fn)
     seen: dict = {}
 
     def call(*args: Any) -> Any:
@@ -229,8 +271,12 @@ def jit(fn: Callable) -> Callable:
             return _run(fast, full, args)
         return full(*args)
 
+    def on_host(*args: Any) -> Any:
+        return _on_host(host, fast, full, seen, None, args)
+
     call.__wrapped__ = fn  # type: ignore[attr-defined]
     call.fast, call.full = fast, full  # type: ignore[attr-defined]  # (tests read which program ran)
+    call.on_host = on_host  # type: ignore[attr-defined]
     call.__name__ = getattr(fn, "__name__", "kernel")
     return call
 
@@ -269,7 +315,7 @@ def kernel(impl: Callable) -> Callable:
     a fast/full pair of programs per set of static parameters (each keeps jit's own cache
     of input shapes). Traced, a jnp function that is itself jitted is called as it is, so a
     traced program holds its primitives, not a call of a wrapper."""
-    fast, full = _programs(impl)
+    fast, full, host = _programs(impl)
     by_params: dict = {}
     seen: dict = {}
     lock = threading.Lock()
@@ -297,6 +343,17 @@ def kernel(impl: Callable) -> Callable:
             return _run(pair[0], pair[1], args)
         return pair[1](*args)
 
+    def on_host(*args: Any, **params: Any) -> Any:
+        # ``call(*args, **params)`` where arguments may be host values and a host answer
+        # stays one (the interpreter's unwatched backward pass: ``_interpret``).
+        if not params:
+            return _on_host(host, fast, full, seen, None, args)
+        key = tuple(sorted(params.items()))
+        if by_params.get(key) is None:
+            return call(*_device_args(args), **params)  # (builds the programs; rare)
+        f, g, h = by_params[key]
+        return _on_host(h, f, g, seen, key, args)
+
     def run1(v: Any, key: tuple = (), params: dict | None = None) -> Any:
         # ``call(v, **params)`` for one concrete jaxlib array ``v`` (the caller tested its
         # type), with ``key`` the sorted ``params`` items precomputed by the op's fast path:
@@ -306,7 +363,7 @@ def kernel(impl: Callable) -> Callable:
             pair = by_params.get(key)
             if pair is None:
                 return call(v, **params)  # type: ignore[arg-type]  # (builds the pair)
-            f, g = pair
+            f, g = pair[0], pair[1]
         else:
             f, g = fast, full
         limit = _config.kernel_fast_compile_elements
@@ -327,7 +384,7 @@ def kernel(impl: Callable) -> Callable:
             pair = by_params.get(key)
             if pair is None:
                 return call(a, b, **params)  # type: ignore[arg-type]
-            f, g = pair
+            f, g = pair[0], pair[1]
         else:
             f, g = fast, full
         limit = _config.kernel_fast_compile_elements
@@ -341,6 +398,7 @@ def kernel(impl: Callable) -> Callable:
     call.__wrapped__ = impl  # type: ignore[attr-defined]
     call.run2 = run2  # type: ignore[attr-defined]
     call.run1 = run1  # type: ignore[attr-defined]
+    call.on_host = on_host  # type: ignore[attr-defined]
     # The parameter-free programs, for the op layer's generated fast paths, which make the
     # small-call choice inline and hand any other call to ``call`` (``_ops._machinery``).
     call.fast, call.full = fast, full  # type: ignore[attr-defined]
@@ -508,10 +566,11 @@ def _host_limit(e: _Sig) -> int:
     return host_calls(e.elements)
 
 
-def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
-    """The outputs of ``jitted(*args)`` from the host, or None where the call should go to
-    jit (the signature's host calls are spent, or the host cannot reproduce it)."""
-    trace_context, put, _, _host, clean = _mods or _host_modules()
+def _host_eval(jitted: Any, table: dict, args: tuple) -> Any:
+    """The signature's entry and the NumPy outputs of ``jitted(*args)`` from the host, or
+    None where the call should go to jit (the signature's host calls are spent, or the
+    host cannot reproduce it). Counts the call against the signature's host calls."""
+    trace_context, _, _, _host, clean = _mods or _host_modules()
     if not clean():
         return None  # (concrete arguments inside an outer trace: jit inlines the call)
     sig: list = [trace_context()]
@@ -521,6 +580,9 @@ def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
             sig.append((a.aval, a.sharding, a._committed))
         elif t is float or t is int or t is bool:
             sig.append(t)
+        elif t is HostValue:
+            # (the signature the array it stands for would have: see ``HostValue``)
+            sig.append((a.aval, a.sharding, a.committed))
         else:
             return None  # (a tracer: the call is being traced, not run)
     key = tuple(sig)
@@ -528,7 +590,7 @@ def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
     if e is None:
         if len(table) >= _MAX_HOST_SIGS:
             table.clear()
-        e = table[key] = _new_sig(jitted, args)
+        e = table[key] = _new_sig(jitted, _device_args(args))
     if e.calls >= _DECLINED:
         return None
     # (the limit read again only when a setting or the tape clock moved: see ``_limit_key``)
@@ -540,7 +602,8 @@ def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
     try:
         xs = []
         for a, (dt, _) in zip(args, e.program.arg_types):
-            if type(a) is _Array:
+            t = type(a)
+            if t is _Array:
                 hit = _answers.get(id(a))
                 if hit is not None and hit[0]() is a and not a.is_deleted():
                     # (the host's own answer: its value, checked when made; a donated one
@@ -548,6 +611,9 @@ def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
                     xs.append(hit[1])
                     continue
                 x = np.asarray(a)
+            elif t is HostValue:
+                xs.append(a.x)  # (checked when made)
+                continue
             else:
                 x = np.asarray(a, dt)
             _host._check(x)
@@ -558,6 +624,17 @@ def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
         return None
     e.calls += 1
     host_counts["answered"] += 1
+    return e, outs
+
+
+def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
+    """The outputs of ``jitted(*args)`` from the host, as jaxlib arrays, or None where the
+    call should go to jit (see ``_host_eval``)."""
+    got = _host_eval(jitted, table, args)
+    if got is None:
+        return None
+    e, outs = got
+    put = _mods[1]
     res = [put(aval, e.sharding, [o], e.devices, e.committed) for aval, o in zip(e.avals, outs)]
     if not e.large:
         for r, o in zip(res, outs):
@@ -569,6 +646,56 @@ def _host_answer(jitted: Any, table: dict, args: tuple) -> Any:
             # (the oldest half; ``pop``: another thread may be evicting the same entries)
             for k in list(itertools.islice(_answers, len(_answers) - _MAX_ANSWERS // 2)):
                 _answers.pop(k, None)
+    return res[0] if e.tree is None else jax.tree_util.tree_unflatten(e.tree, res)
+
+
+class HostValue:
+    """A kernel's output that the host computed and that stays on the host: its NumPy
+    value and the aval, sharding and commitment of the array jit would have returned.
+
+    Why: the interpreter's unwatched backward pass (``_interpret``) feeds most of its
+    cotangents straight into the next kernel. Each transfer to a device array and back
+    costs about as much as the host's evaluation itself (a transfer about 5 us, freeing
+    the array 2-3 more, jit's C++ miss 3), so a first gradient's cotangents are kept
+    here and transferred once, at the end (``device``). A kernel call given one is
+    keyed and counted as if given that array (``_host_eval``), so a signature's host
+    budget and its switch to compiled code are the same either way, and the values are
+    the same bits."""
+
+    __slots__ = ("x", "aval", "sharding", "devices", "committed")
+
+    def __init__(self, x: np.ndarray, aval: Any, sharding: Any, devices: list, committed: bool):
+        self.x, self.aval, self.sharding, self.devices, self.committed = x, aval, sharding, devices, committed
+
+    # (what the gradient rules and the kernels' program choice read of a value)
+    @property
+    def shape(self) -> tuple:
+        return self.aval.shape
+
+    @property
+    def dtype(self) -> Any:
+        return self.aval.dtype
+
+    @property
+    def weak_type(self) -> bool:
+        return self.aval.weak_type
+
+    @property
+    def size(self) -> int:
+        return self.x.size
+
+    def device(self) -> Any:
+        """The jaxlib array jit would have returned (a copy of the NumPy value)."""
+        return _mods[1](self.aval, self.sharding, [self.x], self.devices, self.committed)
+
+
+def _host_value(jitted: Any, table: dict, args: tuple) -> Any:
+    """``_host_answer`` with each output left on the host (a :class:`HostValue`)."""
+    got = _host_eval(jitted, table, args)
+    if got is None:
+        return None
+    e, outs = got
+    res = [HostValue(o, aval, e.sharding, e.devices, e.committed) for aval, o in zip(e.avals, outs)]
     return res[0] if e.tree is None else jax.tree_util.tree_unflatten(e.tree, res)
 
 
