@@ -589,13 +589,7 @@ def _gradient_host(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -
         else:
             seed = _host_call(SEED, g._value, shape=tuple(v.shape), dtype=np.dtype(v.dtype))
         ct[t._id] = _host_sum(ct.get(t._id), seed)
-    reach = set(sl.diff_ids)
-    values: dict[int, Any] = {t._id: t._value for t in targets}
-    for e in sl.eqns:
-        reach.update(e.out_ids)
-        for i, v in zip(e.in_ids, e.in_vals):
-            if i is not None:
-                values[i] = v
+    reach, values = _reach_and_values(sl, targets)
     for e in reversed(sl.eqns):
         outs = e.out_ids
         c0 = None
@@ -627,21 +621,47 @@ def _gradient_host(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -
             if c is not None and i is not None and i in reach:
                 ct[i] = _host_sum(ct.get(i), c)
     grads = []
-    for grp in sl.groups:
-        acc = None
-        for k in grp:
-            c = ct.get(sl.diff_ids[k])
-            if c is not None:
-                acc = _host_sum(acc, c)
+    for grp, acc in zip(sl.groups, _group_sums(sl, ct, _host_sum)):
         if acc is None:
-            d = sl.diff[grp[0]]
-            v = sl.leaf_vals[d[1]] if d[0] == "leaf" else jnp.zeros(d[2], d[3])
-            grads.append(Tensor(jnp.zeros(jnp.shape(v), jnp.result_type(v))))
+            grads.append(_unconnected_zeros(sl, grp, ()))
             continue
         if type(acc) is _kernels.HostValue:
             acc = acc.device()
         grads.append(Tensor(CONJ.impl(acc) if _complex(acc) else acc))
     return tuple(grads)
+
+
+def _reach_and_values(sl: Slice, targets: Sequence[Tensor]) -> tuple[set, dict[int, Any]]:
+    # The ids a cotangent can flow into, and every recorded value by id (an output's value
+    # for the rules that read it: TanhGrad reads y).
+    reach = set(sl.diff_ids)
+    values: dict[int, Any] = {t._id: t._value for t in targets}
+    for e in sl.eqns:
+        reach.update(e.out_ids)
+        for i, v in zip(e.in_ids, e.in_vals):
+            if i is not None:
+                values[i] = v
+    return reach, values
+
+
+def _group_sums(sl: Slice, ct: dict, add: Callable[[Any, Any], Any]) -> list:
+    # Per connected source group, the sum of its ids' cotangents (None: none reached it).
+    out = []
+    for grp in sl.groups:
+        acc = None
+        for k in grp:
+            c = ct.get(sl.diff_ids[k])
+            if c is not None:
+                acc = add(acc, c)
+        out.append(acc)
+    return out
+
+
+def _unconnected_zeros(sl: Slice, grp: tuple, lead: tuple) -> Tensor:
+    # A group no cotangent reached (its path ran only through integer values): zeros.
+    d = sl.diff[grp[0]]
+    v = sl.leaf_vals[d[1]] if d[0] == "leaf" else jnp.zeros(d[2], d[3])
+    return Tensor(jnp.zeros(lead + jnp.shape(v), jnp.result_type(v)))
 
 
 def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: Any = None) -> tuple:
@@ -667,13 +687,7 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
         else:
             seed = bind(SEED, g, shape=tuple(v.shape), dtype=np.dtype(v.dtype))
         ct[t._id] = _add(ct.get(t._id), seed)
-    reach = set(i for i in sl.diff_ids)
-    values: dict[int, Any] = {t._id: t._value for t in targets}
-    for e in sl.eqns:
-        reach.update(e.out_ids)
-        for i, v in zip(e.in_ids, e.in_vals):
-            if i is not None:
-                values[i] = v
+    reach, values = _reach_and_values(sl, targets)
     for e in reversed(sl.eqns):
         outs = e.out_ids
         if not any(o in ct for o in outs):
@@ -733,17 +747,9 @@ def _gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], rows: 
             if c is not None and i is not None and i in reach:
                 ct[i] = _add(ct.get(i), c)
     grads = []
-    for grp in sl.groups:
-        acc = None
-        for k in grp:
-            c = ct.get(sl.diff_ids[k])
-            if c is not None:
-                acc = _add(acc, c)
+    for grp, acc in zip(sl.groups, _group_sums(sl, ct, _add)):
         if acc is None:
-            d = sl.diff[grp[0]]
-            v = sl.leaf_vals[d[1]] if d[0] == "leaf" else jnp.zeros(d[2], d[3])
-            lead = (len(rows),) if batched else ()
-            acc = Tensor(jnp.zeros(lead + jnp.shape(v), jnp.result_type(v)))
+            acc = _unconnected_zeros(sl, grp, (len(rows),) if batched else ())
         elif _complex(acc._value):
             acc = bind(CONJ, acc)
         grads.append(acc)
