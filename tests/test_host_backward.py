@@ -320,3 +320,95 @@ def test_float64_and_complex_sources(monkeypatch):
     re = lambda a, b: jnp.sum(jnp.real((a + 1j * b) ** 2 * (1 - 1j)) + b * 3.0)  # noqa: E731
     da, db = jax.grad(re, argnums=(0, 1))(a, b)
     np.testing.assert_allclose(got, np.asarray(da) + 1j * np.asarray(db), rtol=1e-6)
+
+
+def test_past_the_budget_only_kernels_not_compiled_are_answered_on_the_host(monkeypatch):
+    # While a slice's compiled program is on its way, its interpreted gradient's kernels whose
+    # host calls are spent are answered on the host again, unless they are compiled already.
+    monkeypatch.setattr(config, "kernel_host_first_calls", 2)
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
+    k = _kernels.kernel(lambda a: a * 1.4375 + 0.5)
+    x = jnp.linspace(0.5, 1.5, 9, dtype=jnp.float32)
+    want = np.asarray(x) * np.float32(1.4375) + np.float32(0.5)
+    assert [type(k.on_host(x)) for _ in range(2)] == [_kernels.HostValue] * 2
+    before = k.fast._cache_size()
+    try:
+        _kernels.past_budget.on = True
+        h = k.on_host(x)
+        assert type(h) is _kernels.HostValue and k.fast._cache_size() == before
+        np.testing.assert_array_equal(h.x, want)
+    finally:
+        _kernels.past_budget.on = False
+    a = k.on_host(x)  # spent: compiled now
+    assert type(a) is _kernels.ArrayImpl and k.fast._cache_size() == before + 1
+    try:
+        _kernels.past_budget.on = True
+        b = k.on_host(x)  # compiled already: runs compiled
+    finally:
+        _kernels.past_budget.on = False
+    assert type(b) is _kernels.ArrayImpl
+    np.testing.assert_array_equal(np.asarray(b), want)
+    # The jit route (a forward op) never answers past the budget.
+    try:
+        _kernels.past_budget.on = True
+        k2 = _kernels.kernel(lambda a: a * 1.5625)
+        outs = [k2(x) for _ in range(3)]
+    finally:
+        _kernels.past_budget.on = False
+    assert k2.fast._cache_size() == 1
+    np.testing.assert_array_equal(np.asarray(outs[2]), np.asarray(x) * np.float32(1.5625))
+
+
+def _loop_compiles(n, monkeypatch, window: bool) -> list:
+    # Six steps of a small loop on fresh shapes, hot at the second and switching at the fifth:
+    # the gradients against jax.grad, and the names of the programs XLA compiled meanwhile.
+    import logging
+
+    monkeypatch.setattr(config, "replay_tier", "auto")
+    monkeypatch.setattr(config, "replay_hot", 2)
+    monkeypatch.setattr(config, "replay_lag", 3)
+    monkeypatch.setattr(config, "kernel_host_first_calls", 2)
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
+    if not window:
+        real = _interpret.gradient
+        monkeypatch.setattr(_interpret, "gradient", lambda sl, t, g, pending=False: real(sl, t, g))
+    x0 = np.linspace(-1, 1, n).astype(np.float32)
+    f = lambda v: jnp.sum(jnp.sin(v) * 1.3125 + jnp.tanh(v) * v)  # noqa: E731
+    want = jax.grad(f)(jnp.asarray(x0))
+    names: list = []
+
+    class Names(logging.Handler):
+        def emit(self, record):
+            m = record.getMessage()
+            if m.startswith("Compiling "):
+                names.append(m.split()[1])
+
+    handler, log = Names(), logging.getLogger("jax")
+    log.addHandler(handler)
+    jax.config.update("jax_log_compiles", True)
+    try:
+        x = tf.Variable(x0)
+        for _ in range(6):
+            with tf.GradientTape() as t:
+                y = tf.reduce_sum(tf.sin(x) * 1.3125 + tf.tanh(x) * x)
+            np.testing.assert_allclose(t.gradient(y, x).numpy(), want, rtol=2e-6, atol=1e-7)
+    finally:
+        jax.config.update("jax_log_compiles", False)
+        log.removeHandler(handler)
+    return names
+
+
+@pytest.mark.skipif(bool(os.environ.get("TAPEJAX_REPLAY_TIER") or os.environ.get("TAPEJAX_EXECUTION")),
+                    reason="about the auto tier's background compile in eager mode: the default pass runs it")
+@pytest.mark.filterwarnings("ignore")  # (jax_log_compiles logs as warnings)
+def test_a_pending_slice_compiles_no_kernel_only_its_interpreter_needs(monkeypatch):
+    # The same loop on two fresh shapes, with and without the window: without it, the third
+    # step compiles sin's pullback and TanhGrad for the interpreted gradient, which the
+    # compiled slice replaces two steps later; with it, they stay on the host. The forward
+    # pass's kernels and the slice's own program compile either way.
+    with_window = _loop_compiles(11, monkeypatch, True)
+    without = _loop_compiles(13, monkeypatch, False)
+    assert "jit(pullback)" in without and "jit(pullback)" not in with_window, (with_window, without)
+    assert without.count("jit(<lambda>)") > with_window.count("jit(<lambda>)")
+    assert "jit(grads)" in with_window and "jit(grads)" in without
+    assert {n for n in without if n not in ("jit(pullback)", "jit(<lambda>)")} == set(with_window) - {"jit(<lambda>)"}

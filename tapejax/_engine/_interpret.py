@@ -527,8 +527,17 @@ def _atomic(run: Callable[[], tuple]) -> tuple:
         raise
 
 
-def gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any]) -> tuple:
-    """See ``_gradient``; atomic on the tapes outside."""
+def gradient(sl: Slice, targets: Sequence[Tensor], given: Sequence[Any], pending: bool = False) -> tuple:
+    """See ``_gradient``; atomic on the tapes outside. ``pending``: the slice's compiled
+    program is on its way (``_tiers.choose``), so on the host route a kernel whose host calls
+    are spent but which is not compiled yet is answered on the host again, not compiled:
+    the compiled program replaces these kernels within a few gradients."""
+    if pending and not _kernels.past_budget.on:
+        _kernels.past_budget.on = True
+        try:
+            return _atomic(lambda: _gradient(sl, targets, given))
+        finally:
+            _kernels.past_budget.on = False
     return _atomic(lambda: _gradient(sl, targets, given))
 
 

@@ -471,7 +471,7 @@ class _Sig:
 
     __slots__ = (
         "calls", "elements", "large", "tapes", "first_tape_calls", "program", "avals", "tree", "sharding", "devices",
-        "committed", "limit", "limit_key",
+        "committed", "limit", "limit_key", "compiled",
     )
 
     def __init__(self) -> None:
@@ -488,6 +488,7 @@ class _Sig:
         self.first_tape_calls = -1  # (its calls before the next tape was made; -1: not yet)
         self.limit = 0  # (``_host_limit`` when the settings and clock were ``limit_key``)
         self.limit_key: tuple = ()
+        self.compiled = False  # (its host calls ran out once: jit compiled it then)
 
 
 def _new_sig(jitted: Any, args: tuple) -> _Sig:
@@ -566,10 +567,28 @@ def _host_limit(e: _Sig) -> int:
     return host_calls(e.elements)
 
 
-def _host_eval(jitted: Any, table: dict, args: tuple) -> Any:
+class _PastBudget(threading.local):
+    on = False
+
+
+# Set while an interpreted gradient whose compiled program is on its way runs on the host
+# route (``_interpret.gradient(pending=True)``): a signature whose host calls are spent
+# but which has not been compiled is answered on the host again (counted, never compiled
+# for it), if its first tape called it at most ``kernel_host_first_calls`` times (a training
+# step's op: mlp_step's first twelve steps 0.69-0.83 -> 0.60-0.66 s). A long tape's
+# signature, called hundreds of times a gradient, compiles as before: its host calls, beside
+# the background compile, cost more than the compile (euler_100's steps 3-6 took 130-250
+# against 50-190 ms). A signature compiled already runs compiled. Thread-local: another
+# thread's kernels keep their budgets.
+past_budget = _PastBudget()
+
+
+def _host_eval(jitted: Any, table: dict, args: tuple, host: bool = False) -> Any:
     """The signature's entry and the NumPy outputs of ``jitted(*args)`` from the host, or
     None where the call should go to jit (the signature's host calls are spent, or the
-    host cannot reproduce it). Counts the call against the signature's host calls."""
+    host cannot reproduce it). Counts the call against the signature's host calls.
+    ``host``: the answer stays on the host (``_host_value``), where ``past_budget`` may
+    answer past the budget."""
     trace_context, _, _, _host, clean = _mods or _host_modules()
     if not clean():
         return None  # (concrete arguments inside an outer trace: jit inlines the call)
@@ -598,7 +617,9 @@ def _host_eval(jitted: Any, table: dict, args: tuple) -> Any:
     if lk != e.limit_key:
         e.limit, e.limit_key = _host_limit(e), lk
     if e.calls >= e.limit:
-        return None
+        if e.compiled or not (past_budget.on and host) or e.first_tape_calls > _config.kernel_host_first_calls:
+            e.compiled = True  # (the caller compiles it, or runs it compiled)
+            return None
     try:
         xs = []
         for a, (dt, _) in zip(args, e.program.arg_types):
@@ -691,7 +712,7 @@ class HostValue:
 
 def _host_value(jitted: Any, table: dict, args: tuple) -> Any:
     """``_host_answer`` with each output left on the host (a :class:`HostValue`)."""
-    got = _host_eval(jitted, table, args)
+    got = _host_eval(jitted, table, args, True)
     if got is None:
         return None
     e, outs = got

@@ -76,7 +76,12 @@ def _count(tier: str) -> None:
 
 
 def choose(sl: Any, key_extra: tuple, compile_now: Callable[[], Callable[[], Any] | None]) -> str:
-    """``"interpret"``, ``"compile"`` or ``"segment"`` for an eager gradient over ``sl``.
+    """``"interpret"``, ``"pending"``, ``"compile"`` or ``"segment"`` for an eager gradient over ``sl``.
+
+    ``"pending"`` is tier 0 while the slice's compiled program is on its way (from its
+    background compile's start to the switch, ``lag`` sightings later): interpreted, with
+    kernels its interpreter alone would compile answered on the host instead
+    (``_interpret.gradient(..., pending=True)``), since the compiled program takes over.
 
     ``compile_now()`` gives the thunk that compiles the compiled tier's program into
     the compile cache (or None); the background thread runs it when the slice turns hot.
@@ -124,14 +129,14 @@ def choose(sl: Any, key_extra: tuple, compile_now: Callable[[], Callable[[], Any
         if build is not None:
             _start(key, build)
             _count("interpreted")
-            return "interpret"
+            return "pending"
         # Nothing to compile in the background (a Python scalar leaf, a jit hook):
         # switch now; the compile happens in the foreground.
         _count(_COUNTER[hot_tier])
         return hot_tier
     if background and n < hot + lag:
         _count("interpreted")
-        return "interpret"
+        return "pending"
     if ready is not None:
         # The switch point: wait for the background compile (usually long done).
         ready.wait()

@@ -263,14 +263,14 @@ class GradientTape:
                 # Lazy mode, a hot slice: the compiled vjp joins the pending program (one fused step).
                 grads = _lazy.deferred_transform(sl, (given,), "vjp", extra, extra_ids)
             elif _lazy.resolve_slice(sl, extra) or _interpret.interpret_needed(sl, extra_ids) \
-                    or (tier := tier or self._tier(sl, given, extra)) == "interpret":
+                    or (tier := tier or self._tier(sl, given, extra)) in ("interpret", "pending"):
                 # Watched by an outer tape or accumulator, or holding a Python grad_fn:
                 # op by op, each backward op recorded where it is watched (TF's semantics).
                 # Also tier 0 of an eager gradient whose slice is not hot yet (_engine/_tiers).
                 used_t = [t for t, u in zip(targets, used) if u]
                 given_t = [_interpret.handle(i, c) if g else None
                            for c, i, g, u in zip(cots, cot_ids, cot_given, used) if u]
-                grads = _interpret.gradient(sl, used_t, given_t)
+                grads = _interpret.gradient(sl, used_t, given_t, pending=tier == "pending")
             elif tier == "segment":
                 # A hot slice too long to compile whole: its compiled segment pullbacks (_engine/_segments).
                 given_v = [c if g else None for c, g, u in zip(cots, cot_given, used) if u]
