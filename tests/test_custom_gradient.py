@@ -789,4 +789,9 @@ def test_recompute_grad_reuses_the_compiled_program():
             y = block(x)
         g.gradient(y, x)
     info = tf.replay_cache_info()
-    assert info.misses == 1 and info.hits == 2
+    if tf.config.get_execution() == "lazy":
+        # Lazy mode: the step's program runs op by op while its compiled form is on its way
+        # (``_lazy._Warming``), and each such run looks the replay up again: one compile, reused.
+        assert info.misses == 1 and info.hits >= 2
+    else:
+        assert info.misses == 1 and info.hits == 2

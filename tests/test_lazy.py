@@ -196,12 +196,68 @@ def test_random_stream_unchanged():
     assert_same(draws, repeats=3)
 
 
-def test_compiled_after_repeat(lazy_mode):
+def test_compiled_after_repeat(lazy_mode, monkeypatch):
+    # The schedule: op by op until the HOT-th sighting, which starts the whole program's compile
+    # in the background; op by op again until HOT + replay_lag sightings, then compiled.
+    monkeypatch.setattr(config, "replay_lag", 3)
+    monkeypatch.setattr(config, "replay_background_compile", True)
     x = tf.constant([0.1, 0.2])
-    before = _lazy.stats()["runs_compiled"]
-    for _ in range(4):
-        (tf.cos(x) * 3.0 + 1.0).numpy()
-    assert _lazy.stats()["runs_compiled"] >= before + 2
+    c = 3.0 + len(_lazy._programs) * 1e-3  # (a structure no earlier test ran)
+    before = _lazy.stats()
+    got = [(tf.cos(x) * c + 1.0).numpy() for _ in range(_lazy.HOT + 3 + 2)]
+    after = _lazy.stats()
+    assert after["runs_interpreted"] - before["runs_interpreted"] == _lazy.HOT + 2
+    assert after["runs_compiled"] - before["runs_compiled"] == 3
+    assert after["background_compiles"] - before["background_compiles"] == 1
+    want = np.cos(np.float32([0.1, 0.2])) * np.float32(c) + np.float32(1.0)
+    for g in got:
+        np.testing.assert_allclose(g, want, rtol=1e-6)
+
+
+def test_compiled_in_the_foreground_without_background_compiles(lazy_mode, monkeypatch):
+    monkeypatch.setattr(config, "replay_background_compile", False)
+    x = tf.constant([0.3, 0.4])
+    c = 5.0 + len(_lazy._programs) * 1e-3
+    before = _lazy.stats()
+    for _ in range(_lazy.HOT + 2):
+        (tf.sin(x) * c - 1.0).numpy()
+    after = _lazy.stats()
+    assert after["runs_interpreted"] - before["runs_interpreted"] == _lazy.HOT - 1
+    assert after["runs_compiled"] - before["runs_compiled"] == 3
+    assert after["background_compiles"] == before["background_compiles"]
+
+
+def test_warming_runs_keep_kernels_on_the_host(lazy_mode, monkeypatch):
+    # While a hot program compiles in the background its runs are op by op, and a kernel whose
+    # host answers are spent is answered on the host again instead of being compiled for the few
+    # runs left: every kernel call is past its budget here, and nothing compiles on this thread.
+    from tapejax._engine import _kernels
+
+    monkeypatch.setattr(config, "replay_lag", 4)
+    monkeypatch.setattr(config, "replay_background_compile", True)
+    monkeypatch.setattr(config, "kernel_host_first_calls", 1)
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
+    x = tf.constant(np.linspace(0.1, 0.9, 7, dtype=np.float32))
+    c = 7.0 + len(_lazy._programs) * 1e-3
+    compiled_here = []
+    warming_calls = []
+    real = _kernels._host_eval
+
+    def spy(jitted: object, table: dict, args: tuple, host: bool = False) -> object:
+        out = real(jitted, table, args, host)
+        if _kernels.past_budget.device:
+            warming_calls.append(jitted)
+            if out is None:
+                compiled_here.append(jitted)
+        return out
+
+    monkeypatch.setattr(_kernels, "_host_eval", spy)
+    outs = [(tf.tanh(x * c) + c).numpy() for _ in range(_lazy.HOT + 4 + 1)]
+    want = np.tanh(np.float32(np.linspace(0.1, 0.9, 7, dtype=np.float32)) * np.float32(c)) + np.float32(c)
+    for o in outs:
+        np.testing.assert_allclose(o, want, rtol=1e-6)
+    assert len(warming_calls) >= 3 * 3  # (three kernels, in at least three warming runs)
+    assert compiled_here == []
 
 
 def test_value_printed(lazy_mode, capsys):
@@ -559,7 +615,9 @@ def test_a_repeated_step_is_one_program_run(lazy_mode, monkeypatch):
             y = y / 2.0 + y * 0.25
         return y
 
-    for _ in range(12):  # past the replay tiers' switch: the gradient joins the step's program
+    # Past the replay tiers' switch (the gradient joins the step's program) and past that program's
+    # own switch to its compiled form (``_lazy._Warming``).
+    for _ in range(config.replay_hot + config.replay_lag + _lazy.HOT + config.replay_lag + 1):
         step()
     before = _lazy.stats()
     got = [step() for _ in range(5)]

@@ -569,6 +569,7 @@ def _host_limit(e: _Sig) -> int:
 
 class _PastBudget(threading.local):
     on = False
+    device = False  # (also calls whose answers go to the device: lazy mode's warming runs)
 
 
 # Set while an interpreted gradient whose compiled program is on its way runs on the host
@@ -579,7 +580,10 @@ class _PastBudget(threading.local):
 # signature, called hundreds of times a gradient, compiles as before: its host calls, beside
 # the background compile, cost more than the compile (euler_100's steps 3-6 took 130-250
 # against 50-190 ms). A signature compiled already runs compiled. Thread-local: another
-# thread's kernels keep their budgets.
+# thread's kernels keep their budgets. With ``device`` set as well, the same holds for the kernel
+# calls whose answers go to the device: lazy mode sets both while it runs, op by op, a program
+# whose compiled form is on its way (``_lazy._Warming``): its kernels would otherwise be compiled
+# in its last op-by-op steps (mlp_step_small's steps 9-10: 280 and 240 ms), for nothing.
 past_budget = _PastBudget()
 
 
@@ -617,7 +621,8 @@ def _host_eval(jitted: Any, table: dict, args: tuple, host: bool = False) -> Any
     if lk != e.limit_key:
         e.limit, e.limit_key = _host_limit(e), lk
     if e.calls >= e.limit:
-        if e.compiled or not (past_budget.on and host) or e.first_tape_calls > _config.kernel_host_first_calls:
+        if e.compiled or not (past_budget.on and (host or past_budget.device)) \
+                or e.first_tape_calls > _config.kernel_host_first_calls:
             e.compiled = True  # (the caller compiles it, or runs it compiled)
             return None
     try:

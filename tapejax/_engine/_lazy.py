@@ -16,8 +16,10 @@ equations by the values, so the replay engine sees only concrete values.
 
 A program is keyed by its structure (primitives, static parameters, wiring,
 input avals). The first sightings run it op by op, exactly as eager mode would
-(never slower than eager); once a structure has been seen ``HOT`` times it is
-compiled into one XLA program and every later sighting is one call.
+(never slower than eager). At the ``HOT``-th sighting its whole program starts
+compiling on a background thread while the runs stay op by op; ``replay_lag``
+sightings later (the replay tiers' schedule: a count, so values do not depend on
+the machine's speed) every sighting is one call of the compiled XLA program.
 
 Everything lazy mode cannot defer safely runs eagerly, after materializing its
 inputs (``NotImplemented`` from ``lazy_bind``): an op under a ``tapejax.function``
@@ -29,6 +31,7 @@ eager run then raises the same exception at the same user line).
 
 from __future__ import annotations
 
+import atexit
 import collections
 import functools
 import itertools
@@ -209,7 +212,7 @@ _node_ids: dict = {}
 _next_node = itertools.count().__next__
 # structure key -> sightings (int) or compiled program
 _programs: collections.OrderedDict = collections.OrderedDict()
-_stats = {"deferred": 0, "fallback": 0, "runs_interpreted": 0, "runs_compiled": 0}
+_stats = {"deferred": 0, "fallback": 0, "runs_interpreted": 0, "runs_compiled": 0, "background_compiles": 0}
 
 
 def stats() -> dict:
@@ -533,6 +536,165 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     return outs[0]
 
 
+def unary(prim: Primitive, x: Tensor, dts: frozenset) -> Any:
+    """``prim(x)`` (no static parameters) for the op layer's lazy fast path: ``x`` a lazy tensor.
+
+    The common case of a training step, a unary op on a value pending in this thread's program,
+    deferred with the node ``_lazy_bind``'s fast path keys the same way (so both give one program
+    key) and nothing else: no argument list, no key list, no general checks. Anything else (a
+    computed or foreign value, a dtype the op does not accept, a node not seen yet, a tracer or
+    accumulator) is NotImplemented, and the op takes its general path.
+    """
+    c: Any = x._lz
+    prog: Any = _tls.prog  # (None fails the first test: a cell's program is never None)
+    if c is None or c.prog is not prog or c.value is not _UNSET or prog.done or prog.x64 is not _X64.value \
+            or c.key[1] not in dts:
+        return NotImplemented
+    st = state
+    if st.tracing or st.bound is not None or st.accumulators:
+        return NotImplemented
+    s = c.slot
+    node = _fast_nodes.get((prim, (), prog.x64, len(prog.cells) - s, c.aid))
+    if not node or len(node[0]) != 1 or prim.multiple_results:  # (None: not seen yet; False: runs eagerly)
+        return NotImplemented
+    sl = (~s,)
+    return _emit(prog, prim, _slot_tuples.setdefault(sl, sl), node, st.recording, (x._id,), (c,))
+
+
+def binary(prim: Primitive, x: Any, y: Any, dts: frozenset, fdts: frozenset) -> Any:
+    """``prim(x, y)`` (no static parameters) for the op layer's lazy fast path (see ``unary``):
+    two lazy tensors pending in this thread's program, of one dtype in ``dts``, or one of them and
+    a Python float or int32-range int beside a dtype in ``fdts``."""
+    prog = _tls.prog
+    if prog is None or prog.done or prog.x64 is not _X64.value:
+        return NotImplemented
+    tx = type(x)
+    ty = type(y)
+    if tx is Tensor and ty is Tensor:
+        c = x._lz
+        d = y._lz
+        if c is None or d is None or c.prog is not prog or d.prog is not prog or c.value is not _UNSET \
+                or d.value is not _UNSET or c.key[1] != d.key[1] or c.key[1] not in dts:
+            return NotImplemented
+        nc = len(prog.cells)
+        s = c.slot
+        r = d.slot
+        key: tuple = (prim, (), prog.x64, nc - s, c.aid, nc - r, d.aid)
+        sl: tuple = (~s, ~r)
+        ids: tuple = (x._id, y._id)
+        vals: tuple = (c, d)
+        sc: Any = None
+    else:
+        if tx is Tensor:
+            c, a, ta = x._lz, y, ty
+        elif ty is Tensor:
+            c, a, ta = y._lz, x, tx
+        else:
+            return NotImplemented
+        if c is None or c.prog is not prog or c.value is not _UNSET or c.key[1] not in fdts \
+                or not (ta is float or (ta is int and -2147483648 <= a < 2147483648)):
+            return NotImplemented
+        # (type, value) keeps 1 and 1.0 apart; repr for 0 (-0.0 vs 0.0) and NaN: ``_lazy_bind``'s key.
+        sc = (ta, a) if a and a == a else (ta, repr(a))
+        nc = len(prog.cells)
+        s = c.slot
+        j = prog.scalars.get(sc)
+        # (a new scalar's slot, unknown until it is committed under the lock, is 0 here: ``_emit``
+        # replaces the scalar's position, which ``ids`` marks with None)
+        if tx is Tensor:
+            key = (prim, (), prog.x64, nc - s, c.aid, sc)
+            sl = (~s, j or 0)
+            ids = (x._id, None)
+            vals = (c, a)
+        else:
+            key = (prim, (), prog.x64, sc, nc - s, c.aid)
+            sl = (j or 0, ~s)
+            ids = (None, y._id)
+            vals = (a, c)
+        if j is not None:
+            sc = None
+    st = state
+    if st.tracing or st.bound is not None or st.accumulators:
+        return NotImplemented
+    node = _fast_nodes.get(key)
+    if not node or len(node[0]) != 1 or prim.multiple_results:  # (None: not seen yet; False: runs eagerly)
+        return NotImplemented
+    if sc is None:
+        sl = _slot_tuples.setdefault(sl, sl)
+    return _emit(prog, prim, sl, node, st.recording, ids, vals, sc)
+
+
+def _emit(prog: Program, prim: Primitive, sl: tuple, node: tuple, rec: Any, in_ids: tuple, in_vals: tuple,
+          new_sc: Any = None) -> Any:
+    # The single-output node ``node`` on ``sl`` joins ``prog`` and is recorded where a tape watches
+    # an input: ``_lazy_bind``'s fast path, for the op layer's fast branches (``unary``, ``binary``).
+    outs_av, out_keys, inexact, nid, out_aids = node
+    lock = prog.lock
+    lock.acquire()
+    try:
+        if prog.done:  # another thread ran it (it read a value): the general path starts a new one
+            return NotImplemented
+        if new_sc is not None:
+            # A Python scalar new to the program (at the position ``in_ids`` marks None): its input,
+            # given under the lock with the node that reads it, as ``_lazy_bind`` commits new inputs.
+            j = len(prog.inputs)
+            prog.scalars[new_sc] = j
+            if in_ids[0] is None:
+                prog.inputs.append(in_vals[0])
+                sl = (j, sl[1])
+            else:
+                prog.inputs.append(in_vals[1])
+                sl = (sl[0], j)
+            sl = _slot_tuples.setdefault(sl, sl)
+        cells = prog.cells
+        nc = len(cells)
+        # One parameter dict for the node and the equation, as ``bind``'s keywords give one: a dict
+        # is an object the cyclic collector counts, and a 200-op step stays under its threshold.
+        ps: dict = {}
+        prog.nodes.append((prim, ps, sl, 1))
+        prog.key.append(nid)
+        c = _Cell(outs_av[0], out_keys[0], prog, nc, out_aids[0])
+        cells.append(c)
+        t = _new_tensor(Tensor)
+        t._lz = c
+        t._id = oid = _next_id()
+    finally:
+        lock.release()
+    if rec and prim.recorded:
+        eqn = None
+        for tape in rec:
+            w = tape.watched
+            for i in in_ids:
+                if i in w:
+                    break
+            else:
+                continue
+            if eqn is None:
+                eqn = _new_eqn(Eqn)
+                eqn.prim = prim
+                eqn.params = ps
+                eqn.in_ids = in_ids
+                eqn.in_vals = in_vals
+                eqn.aux = None
+                eqn.out_ids = (oid,)
+                prog.eqns.append(eqn)
+            if inexact[0]:
+                w.add(oid)
+            te = tape.eqns
+            sg = tape.sig
+            if sg is not None and tape.sig_n == len(te):
+                b = tape.first_id
+                sg.append(nid)
+                sg.append(oid - b)
+                for i in in_ids:
+                    sg.append(None if i is None else i - b if i >= b else -i)
+                tape.sig_n += 1
+            te.append(eqn)
+    if len(prog.nodes) >= MAX_PENDING:
+        prog.run()
+    return t
+
+
 def _sign(sg: list, tape: Any, nid: int, eqn: Eqn) -> None:
     # One equation's part of ``tape.sig``: its node number (primitive, static parameters, input
     # avals and Python constants: equal numbers, equal nodes) and its tensor ids: one made since
@@ -775,6 +937,97 @@ def _compile(nodes: list, live: tuple) -> Any:
     return jax.jit(program)
 
 
+class _Ready:
+    """A structure's compiled program: compiled ahead of its first call (in the background), or
+    jit's, compiled at its first call. ``inputs`` the program does not fit (another device or
+    sharding than the one it was compiled for) go to jit, which compiles for them."""
+
+    __slots__ = ("jitted", "compiled")
+
+    def __init__(self, jitted: Any, compiled: Any = None):
+        self.jitted = jitted
+        self.compiled = compiled if compiled is not None else jitted
+
+    def __call__(self, inputs: list) -> Any:
+        c = self.compiled
+        if c is self.jitted:
+            return c(inputs)
+        try:
+            return c(inputs)
+        except (TypeError, ValueError):
+            # (raised before running: the arguments do not match what it was compiled for)
+            self.compiled = self.jitted
+            return self.jitted(inputs)
+
+
+class _Warming:
+    """A hot structure whose program compiles on a background thread while its runs are interpreted
+    (as eager mode runs them, op by op): the replay tiers' schedule (``_engine/_tiers``), so a
+    training loop's second to ``HOT + replay_lag``-th steps do not wait for XLA."""
+
+    __slots__ = ("seen", "switch", "done", "ready")
+
+    def __init__(self, seen: int, switch: int):
+        self.seen = seen
+        self.switch = switch
+        self.done = threading.Event()
+        self.ready: Any = None
+
+
+_in_flight: set = set()
+_in_flight_lock = threading.Lock()
+
+
+def _warm(prog: Program, live: tuple) -> Any:
+    """The entry of a structure seen ``HOT`` times: compiled now (no background compile), or a
+    ``_Warming`` whose compile has started."""
+    jitted = _compile(prog.nodes, live)
+    lag = max(0, int(getattr(_config, "replay_lag", 0)))
+    if not getattr(_config, "replay_background_compile", False) or lag == 0:
+        return _Ready(jitted)
+    try:
+        # Shapes, dtypes and shardings only: the thread must not keep this step's values alive.
+        # jit's view of a Python scalar (a weak float32[] or, under x64, float64[]) is taken here,
+        # under the program's x64 state.
+        specs = []
+        for v in prog.inputs:
+            t = jax.typeof(v)
+            sh = getattr(v, "sharding", None) if type(v) is _ArrayImpl else None
+            specs.append(jax.ShapeDtypeStruct(t.shape, t.dtype, weak_type=t.weak_type, sharding=sh))
+    except TypeError:
+        return _Ready(jitted)
+    w = _Warming(HOT, HOT + lag)
+    x64 = prog.x64
+
+    def build() -> None:
+        compiled = None
+        try:
+            with jax.enable_x64(x64):
+                compiled = jitted.lower(specs).compile()
+        except Exception:  # noqa: BLE001  (jit compiles it at the switch, and raises there)
+            compiled = None
+        finally:
+            w.ready = _Ready(jitted, compiled)
+            w.done.set()
+            with _in_flight_lock:
+                _in_flight.discard(w)
+
+    with _in_flight_lock:
+        _in_flight.add(w)
+    _stats["background_compiles"] += 1
+    threading.Thread(target=build, name="tapejax-lazy-compile", daemon=True).start()
+    return w
+
+
+@atexit.register
+def _drain() -> None:
+    # XLA aborts the process if the interpreter shuts down under a compile in flight.
+    with _in_flight_lock:
+        pending = list(_in_flight)
+    for w in pending:
+        w.done.wait()
+
+
 def _execute(prog: Program) -> None:
     if not prog.nodes:
         return
@@ -795,10 +1048,11 @@ def _execute(prog: Program) -> None:
     live = tuple([k for k in range(len(cells)) if gr(cells[k]) > 2])
     key = (tuple(prog.key), live)
     entry: Any = _programs.get(key)
-    if entry is None or type(entry) is int:
+    tw = type(entry)
+    if entry is None or tw is int:
         n = (entry or 0) + 1
         if n >= HOT:
-            entry = _compile(prog.nodes, live)
+            entry = _warm(prog, live)
             _programs[key] = entry
         else:
             _programs[key] = n
@@ -806,9 +1060,27 @@ def _execute(prog: Program) -> None:
                 _programs.popitem(last=False)
     else:
         _programs.move_to_end(key)
-    if isinstance(entry, int) or entry is None:
+        if tw is _Warming:
+            entry.seen += 1
+            if entry.seen >= entry.switch:
+                # The switch point, a count of sightings (so values do not depend on how fast the
+                # machine compiled): wait for the compile if it is still running.
+                entry.done.wait()
+                entry = _programs[key] = entry.ready
+    if type(entry) is not _Ready:
         _stats["runs_interpreted"] += 1
-        env = _interpret(prog.nodes, prog.inputs)
+        pb = _kernels.past_budget
+        if (type(entry) is _Warming or prog.grads) and not pb.on:
+            # Its compiled program replaces these kernels at the switch (or will: a program holding
+            # a deferred gradient is a training step whose gradient is hot already): the kernels
+            # whose host answers are spent are answered on the host again rather than compiled now.
+            pb.on = pb.device = True
+            try:
+                env = _interpret(prog.nodes, prog.inputs)
+            finally:
+                pb.on = pb.device = False
+        else:
+            env = _interpret(prog.nodes, prog.inputs)
         outs = [env[k] for k in live]
     else:
         _stats["runs_compiled"] += 1
@@ -826,14 +1098,15 @@ def _execute(prog: Program) -> None:
 
 # ---- variable updates in lazy mode ---------------------------------------------------------
 
-# A pending update: ``value + delta`` on arrays, the jnp function the eager update runs.
-_UPDATE = {"add": Primitive("assign_add", jax.jit(jnp.add), recorded=False),
-           "sub": Primitive("assign_sub", jax.jit(jnp.subtract), recorded=False)}
-# An eager update is a kernel (a small one compiled the fast way, see ``_kernels``), not
-# ``cur - v``: jnp's own dispatch compiles each variable shape's update with XLA's full
-# pipeline, about 20 ms against 7 ms on CPU, in every training loop's first step. The add
-# is the interpreter's cotangent-sum kernel.
+# A variable update: ``value + delta`` on arrays, the jnp function the eager update runs, as a
+# kernel (a small one compiled the fast way, see ``_kernels``), not ``cur - v`` or a jit of it:
+# jnp's own dispatch compiles each variable shape's update with XLA's full pipeline, about 20-50 ms
+# against 7 ms on CPU, in every training loop's first steps (lazy mode runs a program's first
+# sightings op by op through these). The add is the interpreter's cotangent-sum kernel.
 _EAGER_UPDATE = {"add": _interp_tier.ADD.impl, "sub": _kernels.kernel(jnp.subtract)}
+# The pending form (lazy mode): the same kernels as primitives of the pending program.
+_UPDATE = {"add": Primitive("assign_add", _EAGER_UPDATE["add"], recorded=False),
+           "sub": Primitive("assign_sub", _EAGER_UPDATE["sub"], recorded=False)}
 
 
 def update(var: VariableBase, op: str, v: Any) -> Any:

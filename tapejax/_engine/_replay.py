@@ -721,9 +721,10 @@ def _replay_impl(*vals: Any, key: tuple, n_leaves: int) -> tuple:
 REPLAY = Primitive("replay", _replay_impl, multiple_results=True)
 
 
-def _prepare(sl: Slice, key_extra: tuple, transform: str, extra: Sequence[Any], extra_ids: Sequence[Any]) -> tuple:
+def _prepare(sl: Slice, key_extra: tuple, transform: str, extra: Sequence[Any], extra_ids: Sequence[Any],
+             residuals: bool = True) -> tuple:
     leaf_vals, leaf_ids = sl.leaf_vals, sl.leaf_ids
-    if transform == "vjp" and _compile and sl.eqns and _wants_residuals(sl.code):
+    if residuals and transform == "vjp" and _compile and sl.eqns and _wants_residuals(sl.code):
         # Reuse the recorded forward values (see _make_vjp_res): they become leaves too.
         slots, inter_ids, inter_vals = _residuals(sl)
         key_extra = tuple(key_extra) + (slots, len(leaf_vals))
@@ -754,16 +755,18 @@ class _Precompiled:
         return self.compiled(leaves, extra)
 
 
-def precompile(sl: Slice, key_extra: tuple, transform: str, extra: Sequence[Any]) -> Callable[[], Any] | None:
+def precompile(sl: Slice, key_extra: tuple, transform: str, extra: Sequence[Any],
+               residuals: bool = True) -> Callable[[], Any] | None:
     """A thunk that compiles the program ``run_transform`` would run and caches it, or None.
 
     The thunk holds only the inputs' shapes and dtypes, never their values: a
     background compile must not keep a tape's tensors alive. None when an input is
-    has no abstract value jit knows, or compilation is off.
+    has no abstract value jit knows, or compilation is off. ``residuals=False``: the vjp
+    without the recorded forward values as inputs (lazy mode's deferred gradient).
     """
     if not _compile:
         return None
-    vals, _, params = _prepare(sl, key_extra, transform, extra, [None] * len(extra))
+    vals, _, params = _prepare(sl, key_extra, transform, extra, [None] * len(extra), residuals)
     key, n = params["key"], params["n_leaves"]
     avals = tuple(_aval(v) for v in vals)
     try:

@@ -34,7 +34,7 @@ from jax import lax
 from .. import errors
 from .._core import _recorder as _rec
 from .._core._recorder import Primitive, Tensor, VariableBase, bind, bind_ran, bind_ran2, state
-from .._engine import _kernels
+from .._engine import _kernels, _lazy
 from . import _tfgrad
 from ._dtypes import _WIDE, DType, as_dtype, check_width, from_np, x64_enabled
 from ._tensor import convert_to_tensor
@@ -88,6 +88,7 @@ def fast_values(x: Any, y: Any) -> tuple | None:
 _FAST_NS: dict[str, Any] = {
     "_T": Tensor, "_A": _Array, "_R": _rec, "_st": state, "_cfg": _kernels._config, "_oc": _kernels._on_cpu,
     "_prod": math.prod, "_bind_ran": bind_ran, "_bind_ran2": bind_ran2, "_record": _rec.record,
+    "_lz_unary": _lazy.unary, "_lz_binary": _lazy.binary,
 }
 _FAST_NS["_M"] = sys.modules[__name__]  # (``FAST_PATHS`` is read at call time)
 
@@ -121,6 +122,11 @@ _UNARY_FAST = """\\
                 if st["recording"]:
                     return _bind_ran(_p, {0}, v, out)
                 return _T(out)
+    elif type({0}) is _T and {0}._lz is not None and _M.FAST_PATHS:
+        # Lazy mode: a pending tensor is deferred by ``_lazy.unary`` (or takes the general path).
+        out = _lz_unary(_p, {0}, _dts)
+        if out is not NotImplemented:
+            return out
 """
 
 # Two tensors of one accepted dtype (``_dts``), or a tensor and a Python float or int32-range int
@@ -189,6 +195,11 @@ _BINARY_FAST = """\
                         if st["recording"]:
                             _record(_p, {{}}, (None, {1}._id), ({0}, vy), (t,))
                         return t
+    elif (tx is _T or ty is _T) and _M.FAST_PATHS:
+        # Lazy mode: pending tensors (and a Python scalar) are deferred by ``_lazy.binary``.
+        out = _lz_binary(_p, {0}, {1}, _dts, _fdts)
+        if out is not NotImplemented:
+            return out
 """.replace("SMALLX", _SMALL.format("sx")).replace("SMALLY", _SMALL.format("sy"))
 
 # A reduction over every axis or one int axis in range, ``keepdims`` a bool: the parameters
