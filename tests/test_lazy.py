@@ -197,16 +197,19 @@ def test_random_stream_unchanged():
 
 
 def test_compiled_after_repeat(lazy_mode, monkeypatch):
-    # The schedule: op by op until the HOT-th sighting, which starts the whole program's compile
-    # in the background; op by op again until HOT + replay_lag sightings, then compiled.
-    monkeypatch.setattr(config, "replay_lag", 3)
+    # The schedule of a program without a deferred gradient: op by op until its HOT + replay_lag-th
+    # sighting, which starts the whole program's compile in the background; op by op again for
+    # replay_lag sightings, then compiled. (With a deferred gradient it starts at the HOT-th:
+    # test_a_repeated_step_is_one_program_run.)
+    lag = 3
+    monkeypatch.setattr(config, "replay_lag", lag)
     monkeypatch.setattr(config, "replay_background_compile", True)
     x = tf.constant([0.1, 0.2])
     c = 3.0 + len(_lazy._programs) * 1e-3  # (a structure no earlier test ran)
     before = _lazy.stats()
-    got = [(tf.cos(x) * c + 1.0).numpy() for _ in range(_lazy.HOT + 3 + 2)]
+    got = [(tf.cos(x) * c + 1.0).numpy() for _ in range(_lazy.HOT + 2 * lag + 2)]
     after = _lazy.stats()
-    assert after["runs_interpreted"] - before["runs_interpreted"] == _lazy.HOT + 2
+    assert after["runs_interpreted"] - before["runs_interpreted"] == _lazy.HOT + 2 * lag - 1
     assert after["runs_compiled"] - before["runs_compiled"] == 3
     assert after["background_compiles"] - before["background_compiles"] == 1
     want = np.cos(np.float32([0.1, 0.2])) * np.float32(c) + np.float32(1.0)
@@ -233,31 +236,39 @@ def test_warming_runs_keep_kernels_on_the_host(lazy_mode, monkeypatch):
     # runs left: every kernel call is past its budget here, and nothing compiles on this thread.
     from tapejax._engine import _kernels
 
-    monkeypatch.setattr(config, "replay_lag", 4)
+    lag = 4
+    monkeypatch.setattr(config, "replay_lag", lag)
     monkeypatch.setattr(config, "replay_background_compile", True)
-    monkeypatch.setattr(config, "kernel_host_first_calls", 1)
+    # The host answers each kernel's calls until the warming runs begin (a step a tape: each
+    # signature is called once a tape), and not one more.
+    monkeypatch.setattr(config, "kernel_host_first_calls", _lazy.HOT + lag - 1)
     monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
     x = tf.constant(np.linspace(0.1, 0.9, 7, dtype=np.float32))
     c = 7.0 + len(_lazy._programs) * 1e-3
-    compiled_here = []
-    warming_calls = []
+    calls: list = []  # (step, compiled): the kernels' host decisions, by step
     real = _kernels._host_eval
+    now = [0]
 
     def spy(jitted: object, table: dict, args: tuple, host: bool = False) -> object:
         out = real(jitted, table, args, host)
-        if _kernels.past_budget.device:
-            warming_calls.append(jitted)
-            if out is None:
-                compiled_here.append(jitted)
+        calls.append((now[0], out is None))
         return out
 
     monkeypatch.setattr(_kernels, "_host_eval", spy)
-    outs = [(tf.tanh(x * c) + c).numpy() for _ in range(_lazy.HOT + 4 + 1)]
+    def step() -> np.ndarray:
+        now[0] += 1
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = tf.tanh(x * c) + c
+        return y.numpy()
+
+    outs = [step() for _ in range(_lazy.HOT + 2 * lag + 1)]
     want = np.tanh(np.float32(np.linspace(0.1, 0.9, 7, dtype=np.float32)) * np.float32(c)) + np.float32(c)
     for o in outs:
         np.testing.assert_allclose(o, want, rtol=1e-6)
-    assert len(warming_calls) >= 3 * 3  # (three kernels, in at least three warming runs)
-    assert compiled_here == []
+    warming = [compiled for k, compiled in calls if _lazy.HOT + lag <= k < _lazy.HOT + 2 * lag]
+    assert len(warming) >= 3 * lag  # (three kernels in each warming run: past their host budget)
+    assert not any(warming)  # answered on the host again, none compiled
 
 
 def test_value_printed(lazy_mode, capsys):
