@@ -329,7 +329,6 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     vals: Any = [] if rec else None
     a: Any
     v: Any = None
-    diff: Any = ()
     for a in args:
         ta = type(a)
         if ta is _Cell and a.value is not _UNSET:  # a variable's value a program that ran assigned
@@ -491,44 +490,12 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
             lock.release()
     if rec and prim.recorded:
         in_ids = tuple(ids)
-        eqn = None
-        for tape in rec:
-            w = tape.watched
-            for i in in_ids:
-                if i in w:
-                    break
-            else:
-                continue
-            if eqn is None:
-                # Built without calling Eqn.__init__ (a Python frame per recorded op).
-                eqn = _new_eqn(Eqn)
-                eqn.prim = prim
-                eqn.params = params
-                eqn.in_ids = in_ids
-                eqn.in_vals = tuple(vals)
-                eqn.aux = None
-                if len(outs) == 1:
-                    oid = outs[0]._id
-                    eqn.out_ids = (oid,)
-                    diff = (oid,) if inexact[0] else ()
-                else:
-                    eqn.out_ids = tuple([t._id for t in outs])
-                    diff = [t._id for t, f in zip(outs, inexact) if f]
-                prog.eqns.append(eqn)
-            w.update(diff)
-            te = tape.eqns
-            sg = tape.sig
-            if sg is not None and tape.sig_n == len(te):
-                if len(outs) == 1:  # ``_sign`` inlined (a frame per recorded op)
-                    b = tape.first_id
-                    sg.append(nid)
-                    sg.append(eqn.out_ids[0] - b)
-                    for i in in_ids:
-                        sg.append(None if i is None else i - b if i >= b else -i)
-                    tape.sig_n += 1
-                else:
-                    _sign(sg, tape, nid, eqn)
-            te.append(eqn)
+        if len(outs) == 1:
+            oid = outs[0]._id
+            _record(prog, rec, prim, params, in_ids, tuple(vals), (oid,), (oid,) if inexact[0] else (), nid, True)
+        else:
+            _record(prog, rec, prim, params, in_ids, tuple(vals), tuple([t._id for t in outs]),
+                    [t._id for t, f in zip(outs, inexact) if f], nid, True)
     if len(prog.nodes) >= MAX_PENDING:
         prog.run()
     if prim.multiple_results:
@@ -661,53 +628,56 @@ def _emit(prog: Program, prim: Primitive, sl: tuple, node: tuple, rec: Any, in_i
     finally:
         lock.release()
     if rec and prim.recorded:
-        eqn = None
-        for tape in rec:
-            w = tape.watched
-            for i in in_ids:
-                if i in w:
-                    break
-            else:
-                continue
-            if eqn is None:
-                eqn = _new_eqn(Eqn)
-                eqn.prim = prim
-                eqn.params = ps
-                eqn.in_ids = in_ids
-                eqn.in_vals = in_vals
-                eqn.aux = None
-                eqn.out_ids = (oid,)
-                prog.eqns.append(eqn)
-            if inexact[0]:
-                w.add(oid)
-            te = tape.eqns
-            sg = tape.sig
-            if sg is not None and tape.sig_n == len(te):
-                b = tape.first_id
-                sg.append(nid)
-                sg.append(oid - b)
-                for i in in_ids:
-                    sg.append(None if i is None else i - b if i >= b else -i)
-                tape.sig_n += 1
-            te.append(eqn)
+        _record(prog, rec, prim, ps, in_ids, in_vals, (oid,), (oid,) if inexact[0] else (), nid, True)
     if len(prog.nodes) >= MAX_PENDING:
         prog.run()
     return t
 
 
-def _sign(sg: list, tape: Any, nid: int, eqn: Eqn) -> None:
-    # One equation's part of ``tape.sig``: its node number (primitive, static parameters, input
-    # avals and Python constants: equal numbers, equal nodes) and its tensor ids: one made since
-    # the tape began relative to the tape's first id (>= 0: the wiring, wherever the step's ids
-    # start), an older one as minus its id (a tensor made before the loop is the same tensor every
-    # step). The node fixes how many ids follow, so equal lists mean equal records.
-    b = tape.first_id
-    sg.append(nid)
-    for o in eqn.out_ids:
-        sg.append(o - b)
-    for i in eqn.in_ids:
-        sg.append(None if i is None else i - b if i >= b else -i)
-    tape.sig_n += 1
+def _record(prog: Program, rec: Any, prim: Primitive, params: dict, in_ids: tuple, in_vals: tuple,
+            out_ids: tuple, diff: Any, nid: int, held: bool) -> None:
+    """A pending op on the tapes that watch one of its inputs: one equation (``held``: it holds a
+    pending input, so ``prog`` keeps it and patches the values in when it runs), ``diff`` the
+    differentiable outputs' ids to watch, and the equation's part of each tape's ``sig``.
+
+    ``sig``: its node number (primitive, static parameters, input avals and Python constants: equal
+    numbers, equal nodes) and its tensor ids: one made since the tape began relative to the tape's
+    first id (>= 0: the wiring, wherever the step's ids start), an older one as minus its id (a
+    tensor made before the loop is the same tensor every step). The node fixes how many ids follow,
+    so equal lists mean equal records.
+    """
+    eqn = None
+    for tape in rec:
+        w = tape.watched
+        for i in in_ids:
+            if i in w:
+                break
+        else:
+            continue
+        if eqn is None:
+            # Built without calling Eqn.__init__ (a Python frame per recorded op).
+            eqn = _new_eqn(Eqn)
+            eqn.prim = prim
+            eqn.params = params
+            eqn.in_ids = in_ids
+            eqn.in_vals = in_vals
+            eqn.aux = None
+            eqn.out_ids = out_ids
+            if held:
+                prog.eqns.append(eqn)
+        if diff:
+            w.update(diff)
+        te = tape.eqns
+        sg = tape.sig
+        if sg is not None and tape.sig_n == len(te):
+            b = tape.first_id
+            sg.append(nid)
+            for o in out_ids:
+                sg.append(o - b)
+            for i in in_ids:
+                sg.append(None if i is None else i - b if i >= b else -i)
+            tape.sig_n += 1
+        te.append(eqn)
 
 
 def _new_cell(prog: Program, aval: Any, key: tuple, aid: int) -> _Cell:
@@ -861,27 +831,8 @@ def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tup
             outs.append(LazyTensor(c))
     rec = st.recording
     if rec and prim.recorded:
-        in_ids = tuple(ids)
-        out_ids = tuple(t._id for t in outs)
-        diff_out = [t._id for t, f in zip(outs, inexact) if f]
-        eqn = None
-        for tape in rec:
-            w = tape.watched
-            for i in in_ids:
-                if i in w:
-                    break
-            else:
-                continue
-            if eqn is None:
-                eqn = Eqn(prim, params, in_ids, tuple(vals), out_ids)
-                if has_cell:
-                    prog.eqns.append(eqn)
-            te = tape.eqns
-            sg = tape.sig
-            if sg is not None and tape.sig_n == len(te):
-                _sign(sg, tape, nid, eqn)
-            te.append(eqn)
-            w.update(diff_out)
+        _record(prog, rec, prim, params, tuple(ids), tuple(vals), tuple([t._id for t in outs]),
+                [t._id for t, f in zip(outs, inexact) if f], nid, has_cell)
     if len(prog.nodes) >= MAX_PENDING:
         prog.run()
     if prim.multiple_results:
