@@ -1137,6 +1137,25 @@ def can_defer_gradient(sl: Any, extra_ids: Any) -> bool:
     return not _interp_tier.interpret_needed(sl, extra_ids)
 
 
+def precompile_vjp(sl: Any, key_extra: tuple, extra: list) -> Any:
+    """A hot slice's background compile (``_tiers.choose``'s thunk): its vjp as eager mode runs it
+    and, in lazy mode, also as ``deferred_transform``'s node runs it (no residual inputs). That
+    node's first runs are op by op while the step's whole program compiles; without this they
+    compiled its program in the foreground (mlp_step_small's hand-over step: 570 ms)."""
+    build = _replay.precompile(sl, key_extra, "vjp", extra)
+    if build is None or not _enabled or _interp_tier.interpret_needed(sl, []):
+        return build
+    build_deferred = _replay.precompile(sl, key_extra, "vjp", extra, residuals=False)
+    if build_deferred is None:
+        return build
+
+    def both() -> None:
+        build()
+        build_deferred()
+
+    return both
+
+
 def deferred_transform(sl: Any, key_extra: tuple, transform: str, extra: list, extra_ids: list) -> tuple:
     """``_replay.run_transform`` as a pending node (nothing records it: ``can_defer_gradient``)."""
     p = _tls.prog

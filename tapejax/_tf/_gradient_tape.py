@@ -25,24 +25,6 @@ from ._tape_common import UnconnectedGradients, _as_target, _check_tensors, _fla
 
 __all__ = ["GradientTape", "UnconnectedGradients"]
 
-def _precompile_vjp(sl: Any, given: tuple, extra: list) -> Any:
-    """The hot slice's background compile: its vjp as eager mode runs it and, in lazy mode, as the
-    deferred gradient node runs it (``_lazy.deferred_transform``: no residual inputs). That node's
-    first runs are op by op, the step's whole program compiling meanwhile; without this they
-    compiled its program in the foreground (mlp_step_small's switch step: 570 ms)."""
-    build = _replay.precompile(sl, (given,), "vjp", extra)
-    if build is None or not _lazy.enabled() or _interpret.interpret_needed(sl, []):
-        return build
-    build_deferred = _replay.precompile(sl, (given,), "vjp", extra, residuals=False)
-    if build_deferred is None:
-        return build
-
-    def both() -> None:
-        build()
-        build_deferred()
-
-    return both
-
 
 class GradientTape:
     """Record operations for automatic differentiation (TF's ``tf.GradientTape``).
@@ -331,7 +313,7 @@ class GradientTape:
         if _interpret._is_tracer(sl.leaf_vals) or _interpret._is_tracer(extra):
             # Inside a compiled step the whole step is one program: no tiers.
             return "compile"
-        return _tiers.choose(sl, (given,), lambda: _precompile_vjp(sl, given, extra))
+        return _tiers.choose(sl, (given,), lambda: _lazy.precompile_vjp(sl, (given,), extra))
 
     def jacobian(
         self,
