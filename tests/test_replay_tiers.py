@@ -76,7 +76,12 @@ def test_auto_interprets_first_then_compiles_in_background_and_switches_at_a_cou
     assert tiers == ["i", "i", "i", "i", "c", "c", "c"]
     info = tf.replay_cache_info()
     assert info.background_compiles == 1
-    assert info.misses == 0 and info.hits == 3  # the background compile filled the cache
+    if tf.config.get_execution() == "lazy":
+        # Lazy mode: from the switch the gradient joins the step's pending program, whose first
+        # runs are op by op while it compiles (``_lazy._Warming``), each looking the replay up.
+        assert info.misses == 0 and info.hits >= 3
+    else:
+        assert info.misses == 0 and info.hits == 3  # the background compile filled the cache
 
 
 def test_auto_without_background_compiles_when_hot(tier):

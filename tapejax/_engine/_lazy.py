@@ -1143,8 +1143,9 @@ def precompile_vjp(sl: Any, key_extra: tuple, extra: list) -> Any:
     node's first runs are op by op while the step's whole program compiles; without this they
     compiled its program in the foreground (mlp_step_small's hand-over step: 570 ms)."""
     build = _replay.precompile(sl, key_extra, "vjp", extra)
-    if build is None or not _enabled or _interp_tier.interpret_needed(sl, []):
-        return build
+    if build is None or not _enabled or _interp_tier.interpret_needed(sl, []) \
+            or not (sl.eqns and _replay._wants_residuals(sl.code)):
+        return build  # (without residuals the deferred node's program is this one)
     build_deferred = _replay.precompile(sl, key_extra, "vjp", extra, residuals=False)
     if build_deferred is None:
         return build
