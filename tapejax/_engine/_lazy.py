@@ -313,11 +313,20 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         _stats["fallback"] += 1
         return NotImplemented
     prog = _tls.prog
-    if prog is None or prog.done or prog.x64 is not _X64.value or not _pure.get(prim, False):
+    if prog is None or prog.done:
+        # The first op after a materialization (every training step's first op): a new program
+        # here, not on the general path (which keys the op's inputs twice over).
+        if not _pure.get(prim, False):
+            return _lazy_bind_general(prim, args, params)
+        prog = _tls.prog = Program(_X64.value)
+    elif prog.x64 is not _X64.value or not _pure.get(prim, False):
         return _lazy_bind_general(prim, args, params)
     cells = prog.cells
     nc = len(cells)
-    key = [prim, tuple(sorted(params.items())) if params else (), prog.x64]
+    # The parameters in the call's keyword order, unsorted: one call site passes them in one order,
+    # and a key per order only means one more entry for the same node (``_lazy_bind_general``
+    # registers this key for the node it builds with the sorted parameters).
+    key = [prim, tuple(params.items()) if params else (), prog.x64]
     slots = []
     scalars = prog.scalars
     new_sc: Any = None
