@@ -508,8 +508,9 @@ def test_lazy_tensors_are_the_pytree_node_of_eager_tensors(lazy_mode):
 
 
 def test_optax_recipe_matches_eager_and_jax_grad(monkeypatch):
-    # compat_docs/debugging.md's optax recipe: the tape's gradients (pending in lazy mode) meet
-    # optax's state (concrete tensors from opt.init) in optax's tree_maps and jitted updates.
+    # compat_docs/debugging.md's optax recipe: the tape's gradients (lazy handles in lazy mode, which
+    # the step's program computes when the gradient call ends) meet optax's state (concrete tensors
+    # from opt.init) in optax's tree_maps and jitted updates.
     optax = pytest.importorskip("optax")
     # The default tier policy (CI also forces one tier): a hot gradient joins the pending program.
     monkeypatch.setattr(config, "replay_tier", "auto")
@@ -525,14 +526,14 @@ def test_optax_recipe_matches_eager_and_jax_grad(monkeypatch):
             with tf.GradientTape() as tape:
                 loss = tf.reduce_sum(params["w"] ** 2) * params["b"] + params["b"] ** 2
             grads = tape.gradient(loss, params)
-            seen_pending.append(_lazy.pending(grads["w"]))
+            seen_pending.append(grads["w"]._lz is not None)
             updates, state = opt.update(grads, state, params)
             tf.nest.map_structure(lambda p, u: p.assign_add(u), params, updates)
             losses.append(loss)
         return losses, params["w"], params["b"]
 
     eager, lazy = assert_same(run, repeats=3, rtol=1e-5, atol=1e-6)
-    assert any(seen_pending), "the lazy run never handed optax a pending gradient"
+    assert any(seen_pending), "the lazy run never handed optax a deferred gradient"
 
     def loss_fn(p):
         return jnp.sum(p["w"] ** 2) * p["b"] + p["b"] ** 2
@@ -666,6 +667,37 @@ def test_a_loop_that_reads_nothing_settles_on_one_program(lazy_mode, monkeypatch
     we, be = run(430 - 30)
     np.testing.assert_allclose(w.numpy(), we.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b.numpy(), be.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_deferred_gradient_runs_its_step_as_one_program_when_the_call_ends(lazy_mode, monkeypatch):
+    # The issue's materialization point "the end of a gradient() call": the program holding a
+    # deferred gradient starts running as the call returns. In a loop that reads nothing, the step's
+    # forward and its gradient are one program (the next gradient used to cut the program before its
+    # own node: the forward ran in one program and its vjp computed it again in the next), and the
+    # updates after it are pending in the next step's program.
+    monkeypatch.setattr(config, "replay_tier", "auto")
+    rng = np.random.default_rng(7)
+    xs = tf.constant(rng.normal(size=(8, 3)).astype(np.float32))
+    w0 = rng.normal(size=(3, 1)).astype(np.float32)
+
+    def loss_fn(w):
+        return jnp.mean(jnp.tanh(xs.numpy() @ w) ** 2)
+
+    w = tf.Variable(w0)
+    want = jnp.asarray(w0)
+    one_program = 0
+    for _ in range(config.replay_hot + config.replay_lag + _lazy.HOT + config.replay_lag + 6):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.tanh(tf.matmul(xs, w)) ** 2)
+        g = t.gradient(loss, w)
+        if g._lz is not None:  # deferred (past the replay tiers' switch)
+            assert not _lazy.pending(g) and not _lazy.pending(loss)
+            one_program += g._lz.prog is loss._lz.prog
+        w.assign_sub(0.1 * g)
+        assert type(w._raw) is _lazy._Cell and w._raw.value is _lazy._UNSET  # the update is pending
+        want = want - 0.1 * jax.grad(loss_fn)(want)
+    assert one_program >= 6
+    np.testing.assert_allclose(w.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
 # ---- the fast path's node keys ---------------------------------------------------------

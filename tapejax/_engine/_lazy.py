@@ -1170,11 +1170,11 @@ def deferred_transform(sl: Any, key_extra: tuple, transform: str, extra: list, e
     """``_replay.run_transform`` as a pending node (nothing records it: ``can_defer_gradient``)."""
     p = _tls.prog
     if p is not None and not p.done and p.grads:
-        # One deferred gradient per program: a training loop's programs then start at the same
-        # point every step (a step's gradient, its updates, the next forward) and are one
-        # structure, compiled once. Cut only by MAX_PENDING, a loop that reads nothing got
-        # programs at shifting offsets: a new structure, and a compile, at each offset (memory
-        # grew for thousands of steps).
+        # One deferred gradient per program (``GradientTape.gradient`` runs the program as its
+        # call ends; this is the case of a call that did not end, an exception in between): a
+        # training loop's programs then start at the same point every step and are one structure,
+        # compiled once. Cut only by MAX_PENDING, a loop that reads nothing got programs at
+        # shifting offsets: a new structure, and a compile, at each offset.
         p.run()
     if transform == "vjp":
         # Never ``vjp_res`` (the recorded forward values as extra inputs): the node runs inside

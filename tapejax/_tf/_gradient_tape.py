@@ -242,6 +242,18 @@ class GradientTape:
             >>> [float(g) for g in t.gradient(z, [x, y])]
             [80.0, 40.0]
         """
+        out, deferred = self._gradient(target, sources, output_gradients, unconnected_gradients)
+        if deferred:
+            # Lazy mode: a deferred gradient ends its program, which starts running now (XLA runs it
+            # asynchronously) rather than at the next read. Called here, after ``_gradient``'s frame
+            # is gone, so the record and the slice no longer hold the forward's values: only what
+            # the caller keeps leaves the program. In a loop that reads nothing, the next gradient
+            # cut the program before its own node, so the forward ran in one program and its vjp
+            # computed it again in the next; now a step's forward and gradient are one program.
+            _lazy.flush()
+        return out
+
+    def _gradient(self, target: Any, sources: Any, output_gradients: Any, unconnected_gradients: Any) -> tuple:
         tape = self._begin_use("gradient")
         ug = _unconnected(unconnected_gradients)
         flat_targets, _ = _flatten(target)
@@ -306,7 +318,7 @@ class GradientTape:
                 out.append(None)
         if _config.explain_none_gradients and any(g is None for g in out):
             _tape_common.warn_none_gradients(tape, targets, flat_sources, out)
-        return _jacobian._like(sources, jax.tree_util.tree_unflatten(sources_def, out))
+        return _jacobian._like(sources, jax.tree_util.tree_unflatten(sources_def, out)), defer and tier == "compile"
 
     @staticmethod
     def _tier(sl: Any, given: tuple, extra: list) -> str:
