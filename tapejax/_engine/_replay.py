@@ -183,9 +183,19 @@ def set_compile(enabled: bool) -> None:
 # Slicing.
 
 
+_ArrayImpl: Any = _kernels.ArrayImpl
+
+
 def _aval(v: Any) -> Any:
     # What jit would specialise on; part of the cache key so a loop whose
     # shapes change every step evicts old programs instead of growing jit's own cache.
+    if type(v) is _ArrayImpl:  # (the common case first: isinstance on jax.Array costs more)
+        return (v.shape, v.dtype, v.weak_type)
+    if isinstance(v, Pending):
+        # Lazy mode: a recorded value not computed yet, keyed as the array it will be (a tier's
+        # sightings and a background compile then share the key of the run that computes it).
+        a = v.peek()
+        return (a.shape, a.dtype, a.weak_type)
     if isinstance(v, jax.Array):
         return (v.shape, v.dtype, v.weak_type)
     if isinstance(v, np.ndarray | np.generic):
@@ -195,11 +205,6 @@ def _aval(v: Any) -> Any:
         # key as that weak array, which it becomes inside a compiled caller (a lazy program run
         # whole calls the replay with it), and a different one under x64.
         a = jax.typeof(v)
-        return (a.shape, a.dtype, a.weak_type)
-    if isinstance(v, Pending):
-        # Lazy mode: a recorded value not computed yet, keyed as the array it will be (a tier's
-        # sightings and a background compile then share the key of the run that computes it).
-        a = v.peek()
         return (a.shape, a.dtype, a.weak_type)
     return type(v)
 
@@ -414,7 +419,11 @@ class _Template:
     def __init__(self, sl: Slice, eqn_idx: tuple, leaf_org: tuple, diff_org: tuple):
         self.code, self.diff, self.groups, self.target_slots = sl.code, sl.diff, sl.groups, sl.target_slots
         self.connected, self.used = tuple(sl.connected), tuple(sl.targets_used)
-        self.eqn_idx = eqn_idx  # positions in the record of the slice's equations
+        # Positions in the record of the slice's equations: a range when they are a run of it (a
+        # training step's slice is most often the whole record), so a hit picks them with one slice
+        # of the record's list rather than an index per equation (scalar_chain: 200 a gradient).
+        run = range(eqn_idx[0], eqn_idx[0] + len(eqn_idx)) if eqn_idx else range(0)
+        self.eqn_idx = run if tuple(run) == eqn_idx else eqn_idx
         self.leaf_org = leaf_org  # per leaf: (j, p) input p of slice equation j, or (~g, m) id m of source g
         self.diff_org = diff_org  # per differentiated id: (g, m), id m of source g
         self.keys: dict = {}
@@ -447,17 +456,20 @@ def cut(tape: Any, targets: Sequence[Tensor], source_ids: Sequence[tuple], known
         key = (tuple(sig),
                tuple((t._id - b if t._id >= b else -t._id, t._aval.dtype in _INEXACT) for t in targets),
                tuple(tuple(i - b if i >= b else -i for i in ids) for ids in source_ids),
-               tuple(_aval(v) for v in known.values()),
+               tuple([_aval(v) for v in known.values()]),
                _X64.value)
         with _cuts_lock:
             t = _cuts.get(key)
-            if t is not None:
+            if t is not None and len(_cuts) > _CUTS_MAX // 2:
+                # Recency matters only once evictions are near: below that, a hit skips hashing and
+                # comparing the key (the record's whole signature) a second time.
                 _cuts.move_to_end(key)
     except TypeError:  # an unhashable aval: no cache
         return build_slice(eqns, targets, source_ids, known)
     if t is not None:
         cut_stats["hits"] += 1
-        sle = [eqns[k] for k in t.eqn_idx]
+        ix = t.eqn_idx
+        sle = eqns[ix.start:ix.stop] if type(ix) is range else [eqns[k] for k in ix]
         leaf_ids = []
         leaf_vals = []
         for j, p in t.leaf_org:
