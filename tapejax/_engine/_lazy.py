@@ -74,6 +74,7 @@ class _Cell(Pending):
     __slots__ = ("aval", "key", "value", "prog", "slot", "aid")
 
     def __init__(self, aval: Any, key: tuple, prog: Program, slot: int, aid: int = -1):
+        # (``_emit`` sets these slots itself, without this frame: a new slot goes there too)
         self.aval = aval
         self.key = key  # (shape, dtype, weak_type): hashes much faster than a ShapeDtypeStruct
         self.value = _UNSET
@@ -113,6 +114,7 @@ def LazyTensor(cell: _Cell) -> Tensor:  # noqa: N802  (it builds a Tensor; the n
 
 
 _new_tensor = Tensor.__new__
+_new_cellobj = _Cell.__new__
 _new_eqn = Eqn.__new__
 _next_id = _recorder._next_id
 
@@ -308,8 +310,8 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     node not seen yet, other inputs) takes ``_lazy_bind_general``, which builds the same nodes
     and registers the fast key: both paths give a program the same key.
     """
-    st = state
-    if st.tracing or st.bound is not None or st.accumulators:
+    sd = state.__dict__  # (one thread-local lookup, not one per attribute)
+    if sd["tracing"] or sd["bound"] is not None or sd["accumulators"]:
         _stats["fallback"] += 1
         return NotImplemented
     prog = _tls.prog
@@ -333,7 +335,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     new_arr: Any = None  # new inputs (arrays and scalars), in slot order
     # Recorded equations need each input's id and value (a cell while pending): collected
     # only while a tape records.
-    rec = st.recording
+    rec = sd["recording"]
     ids: Any = [] if rec else None
     vals: Any = [] if rec else None
     a: Any
@@ -526,15 +528,15 @@ def unary(prim: Primitive, x: Tensor, dts: frozenset) -> Any:
     if c is None or c.prog is not prog or c.value is not _UNSET or prog.done or prog.x64 is not _X64.value \
             or c.key[1] not in dts:
         return NotImplemented
-    st = state
-    if st.tracing or st.bound is not None or st.accumulators:
+    sd = state.__dict__  # (one thread-local lookup, not one per attribute)
+    if sd["tracing"] or sd["bound"] is not None or sd["accumulators"]:
         return NotImplemented
     s = c.slot
     node = _fast_nodes.get((prim, (), prog.x64, len(prog.cells) - s, c.aid))
     if not node or len(node[0]) != 1 or prim.multiple_results:  # (None: not seen yet; False: runs eagerly)
         return NotImplemented
     sl = (~s,)
-    return _emit(prog, prim, _slot_tuples.setdefault(sl, sl), node, st.recording, (x._id,), (c,))
+    return _emit(prog, prim, _slot_tuples.setdefault(sl, sl), node, sd["recording"], (x._id,), (c,))
 
 
 def binary(prim: Primitive, x: Any, y: Any, dts: frozenset, fdts: frozenset) -> Any:
@@ -589,15 +591,15 @@ def binary(prim: Primitive, x: Any, y: Any, dts: frozenset, fdts: frozenset) -> 
             vals = (a, c)
         if j is not None:
             sc = None
-    st = state
-    if st.tracing or st.bound is not None or st.accumulators:
+    sd = state.__dict__
+    if sd["tracing"] or sd["bound"] is not None or sd["accumulators"]:
         return NotImplemented
     node = _fast_nodes.get(key)
     if not node or len(node[0]) != 1 or prim.multiple_results:  # (None: not seen yet; False: runs eagerly)
         return NotImplemented
     if sc is None:
         sl = _slot_tuples.setdefault(sl, sl)
-    return _emit(prog, prim, sl, node, st.recording, ids, vals, sc)
+    return _emit(prog, prim, sl, node, sd["recording"], ids, vals, sc)
 
 
 def _emit(prog: Program, prim: Primitive, sl: tuple, node: tuple, rec: Any, in_ids: tuple, in_vals: tuple,
@@ -629,7 +631,13 @@ def _emit(prog: Program, prim: Primitive, sl: tuple, node: tuple, rec: Any, in_i
         ps: dict = {}
         prog.nodes.append((prim, ps, sl, 1))
         prog.key.append(nid)
-        c = _Cell(outs_av[0], out_keys[0], prog, nc, out_aids[0])
+        c = _new_cellobj(_Cell)  # (``_Cell.__init__``'s stores without its frame)
+        c.aval = outs_av[0]
+        c.key = out_keys[0]
+        c.value = _UNSET
+        c.prog = prog
+        c.slot = nc
+        c.aid = out_aids[0]
         cells.append(c)
         t = _new_tensor(Tensor)
         t._lz = c
@@ -637,7 +645,37 @@ def _emit(prog: Program, prim: Primitive, sl: tuple, node: tuple, rec: Any, in_i
     finally:
         lock.release()
     if rec and prim.recorded:
-        _record(prog, rec, prim, ps, in_ids, in_vals, (oid,), (oid,) if inexact[0] else (), nid, True)
+        # ``_record``'s loop, for one output, written out here: a call with its ten arguments was
+        # about a tenth of a deferred op's cost (scalar_chain's 200 ops a step).
+        eqn = None
+        for tape in rec:
+            w = tape.watched
+            for i in in_ids:
+                if i in w:
+                    break
+            else:
+                continue
+            if eqn is None:
+                eqn = _new_eqn(Eqn)
+                eqn.prim = prim
+                eqn.params = ps
+                eqn.in_ids = in_ids
+                eqn.in_vals = in_vals
+                eqn.aux = None
+                eqn.out_ids = (oid,)
+                prog.eqns.append(eqn)
+            if inexact[0]:
+                w.add(oid)
+            te = tape.eqns
+            sg = tape.sig
+            if sg is not None and tape.sig_n == len(te):
+                b = tape.first_id
+                sg.append(nid)
+                sg.append(oid - b)
+                for i in in_ids:
+                    sg.append(None if i is None else i - b if i >= b else -i)
+                tape.sig_n += 1
+            te.append(eqn)
     if len(prog.nodes) >= MAX_PENDING:
         prog.run()
     return t
