@@ -336,7 +336,7 @@ def warn_none_gradients(tape: _core.Tape, targets: list, flat_sources: list, gra
         warnings.warn(
             f"GradientTape.gradient returned None for {len(lines)} of {len(grads)} source(s):\n" + "\n".join(lines),
             NoneGradientWarning,
-            stacklevel=3,
+            stacklevel=4,  # (this hook, GradientTape._gradient, gradient: the user's call is the fourth frame)
         )
 
 
