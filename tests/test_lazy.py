@@ -700,6 +700,46 @@ def test_a_deferred_gradient_runs_its_step_as_one_program_when_the_call_ends(laz
     np.testing.assert_allclose(w.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
+_SHAPE_READERS = {
+    "getitem": lambda y: y[1],
+    "strided": lambda y: y[:, ::-2],
+    "stack": lambda y: tf.stack([y[0], y[1]]),
+    "concat": lambda y: tf.concat([y, y], 0),
+    "reshape": lambda y: tf.reshape(y, [3, 2]),
+    "expand_squeeze": lambda y: tf.squeeze(tf.expand_dims(y, 0)),
+    "tile": lambda y: tf.tile(y, [1, 2]),
+    "transpose": lambda y: tf.transpose(y),
+    "gather": lambda y: tf.gather(y, [1, 0]),
+    "split": lambda y: tf.split(y, 3, axis=1)[2],
+    "unstack": lambda y: tf.unstack(y)[1],
+    "broadcast_to": lambda y: tf.broadcast_to(y[0], [2, 3]),
+    "pad": lambda y: tf.pad(y, [[1, 0], [0, 1]]),
+    "matmul": lambda y: tf.matmul(y, y, transpose_b=True),
+    "reduce": lambda y: tf.reduce_sum(y, axis=1),
+    "softmax_xent": lambda y: tf.nn.softmax_cross_entropy_with_logits(tf.one_hot([0, 2], 3), y),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SHAPE_READERS))
+def test_ops_that_check_shapes_keep_pending_inputs_pending(lazy_mode, name):
+    # The op library reads its inputs' shapes and dtypes from ``_aval`` (a pending tensor's
+    # abstract value): an op that only checks shapes must not run the pending program. (The Euler
+    # loop's ``x[1]`` and ``tf.stack`` read ``_value.shape``, which ran the program twice an Euler
+    # step: 200 programs, and a background compile for each structure, a gradient.)
+    op = _SHAPE_READERS[name]
+    x = tf.constant([[0.5, 1.0, 1.5], [2.0, 2.5, 3.0]])
+    y = tf.sin(x) * 1.5
+    before = _lazy.stats()
+    out = op(y)
+    after = _lazy.stats()
+    assert _lazy.pending(out)
+    assert after["runs_interpreted"] + after["runs_compiled"] == before["runs_interpreted"] + before["runs_compiled"]
+    got = out.numpy()
+    config.set_execution("eager")
+    want = op(tf.sin(x) * 1.5).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 # ---- the fast path's node keys ---------------------------------------------------------
 
 # Python scalars whose keys must stay apart (1 / 1.0, 0.0 / -0.0) or coincide (equal values).

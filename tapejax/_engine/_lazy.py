@@ -96,6 +96,7 @@ class _Cell(Pending):
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
     ndim = property(lambda self: len(self.aval.shape))
+    size = property(lambda self: self.aval.size)
     weak_type = property(lambda self: self.aval.weak_type)
 
 

@@ -253,15 +253,15 @@ def _symbolic_name(t: Tensor) -> str | None:
 def _t_repr(self: Tensor) -> str:
     name = _symbolic_name(self) if _SYMBOLIC_NAMES else None
     if name is not None:
-        return f"<tf.Tensor '{name}' shape={TensorShape(self._value.shape)} dtype={self.dtype.name}>"
-    return f"<tf.Tensor: shape={TensorShape(self._value.shape)}, dtype={self.dtype.name}, numpy={_numpy_text(self._value, True)}>"
+        return f"<tf.Tensor '{name}' shape={TensorShape(self._aval.shape)} dtype={self.dtype.name}>"
+    return f"<tf.Tensor: shape={TensorShape(self._aval.shape)}, dtype={self.dtype.name}, numpy={_numpy_text(self._value, True)}>"
 
 
 def _t_str(self: Tensor) -> str:
     name = _symbolic_name(self) if _SYMBOLIC_NAMES else None
     if name is not None:
-        return f'Tensor("{name}", shape={TensorShape(self._value.shape)}, dtype={self.dtype.name})'
-    return f"tf.Tensor({_numpy_text(self._value, False)}, shape={TensorShape(self._value.shape)}, dtype={self.dtype.name})"
+        return f'Tensor("{name}", shape={TensorShape(self._aval.shape)}, dtype={self.dtype.name})'
+    return f"tf.Tensor({_numpy_text(self._value, False)}, shape={TensorShape(self._aval.shape)}, dtype={self.dtype.name})"
 
 
 def _t_hash(self: Tensor) -> int:
@@ -269,15 +269,15 @@ def _t_hash(self: Tensor) -> int:
 
 
 def _t_len(self: Tensor) -> int:
-    if not self._value.shape:
+    if not self._aval.shape:
         raise TypeError("Scalar tensor has no `len()`")
-    return self._value.shape[0]
+    return self._aval.shape[0]
 
 
 def _t_iter(self: Tensor) -> Iterator[Tensor]:
-    if not self._value.shape:
+    if not self._aval.shape:
         raise TypeError("Cannot iterate over a scalar tensor.")
-    for i in range(self._value.shape[0]):
+    for i in range(self._aval.shape[0]):
         yield self[i]
 
 
@@ -298,7 +298,7 @@ def _t_array(self: Tensor, dtype: Any = None, copy: Any = None) -> np.ndarray:
 
 
 def _t_format(self: Tensor, spec: str) -> str:
-    if not self._value.shape:
+    if not self._aval.shape:
         return format(np.asarray(self._value).item(), spec)
     return format(str(self), spec)
 
@@ -330,8 +330,8 @@ attach(Tensor, __jax_array__=lambda self: self._value)
 def _t_set_shape(self: Tensor, shape: Any) -> None:
     """TF's ``Tensor.set_shape``: an eager tensor's shape is known, so only check it."""
     want = TensorShape(shape)
-    if not want.is_compatible_with(self._value.shape):
-        raise ValueError(f"Tensor's shape {TensorShape(self._value.shape)} is not compatible with supplied shape {want}.")
+    if not want.is_compatible_with(self._aval.shape):
+        raise ValueError(f"Tensor's shape {TensorShape(self._aval.shape)} is not compatible with supplied shape {want}.")
 
 
 attach(Tensor, set_shape=_t_set_shape)
@@ -551,7 +551,7 @@ def convert_to_tensor(value: Any, dtype: Any = None, dtype_hint: Any = None, nam
         tf.float32
     """
     if isinstance(value, Tensor):
-        if dtype is not None and as_dtype(dtype)._np != value._value.dtype:
+        if dtype is not None and as_dtype(dtype)._np != value._aval.dtype:
             raise ValueError(
                 f"Tensor conversion requested dtype {as_dtype(dtype).name} for Tensor with dtype "
                 f"{value.dtype.name}: {value!r}. Use tf.cast to change a tensor's dtype."
@@ -559,7 +559,7 @@ def convert_to_tensor(value: Any, dtype: Any = None, dtype_hint: Any = None, nam
         return value
     if isinstance(value, VariableBase):
         t = read_variable(value)
-        if dtype is not None and as_dtype(dtype)._np != t._value.dtype:
+        if dtype is not None and as_dtype(dtype)._np != t._aval.dtype:
             raise ValueError(
                 f"Tensor conversion requested dtype {as_dtype(dtype).name} for variable of dtype "
                 f"{t.dtype.name}. Use tf.cast to change a tensor's dtype."

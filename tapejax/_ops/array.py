@@ -118,7 +118,7 @@ _ones_like_p = prim("ones_like", lambda x, dtype: jnp.ones(jnp.shape(x), dtype),
 
 
 def _like(p: Any, t: Tensor, dtype: Any) -> Tensor:
-    d = _dtype_or(dtype) if dtype is not None else t._value.dtype
+    d = _dtype_or(dtype) if dtype is not None else t._aval.dtype
     if state.tracing:
         # Inside tf.function TF folds zeros_like/ones_like of a fully known shape into a
         # constant: the result is not watched, so a gradient with respect to it is None.
@@ -164,8 +164,8 @@ def fill(dims: Any, value: Any, name: str | None = None, layout: Any = None) -> 
         [1.5, 1.5]
     """
     v = _as_t(value)
-    if v._value.ndim != 0:
-        raise errors.InvalidArgumentError(f"value must represent a scalar, got shape {list(v._value.shape)} [Op:Fill]")
+    if v._aval.ndim != 0:
+        raise errors.InvalidArgumentError(f"value must represent a scalar, got shape {list(v._aval.shape)} [Op:Fill]")
     return bind(_fill_p, v, shape=_ints(dims, "dims"))
 
 
@@ -283,7 +283,7 @@ def one_hot(indices: Any, depth: Any, on_value: Any = None, off_value: Any = Non
         kinds = []
         for v in (on_value, off_value):
             if v is not None:
-                kinds.append(_dt(v) if _is_t(v) else convert_to_tensor(v)._value.dtype)
+                kinds.append(_dt(v) if _is_t(v) else convert_to_tensor(v)._aval.dtype)
         if len(kinds) == 2 and kinds[0] != kinds[1]:
             raise TypeError(f"dtype {from_np(kinds[0])!s} of on_value does not match dtype {from_np(kinds[1])!s} of off_value")
         dt = kinds[0] if kinds else np.dtype(np.float32)
@@ -324,7 +324,7 @@ def reshape(tensor: Any, shape: Any, name: str | None = None) -> Tensor:
     """
     x = _as_t(tensor)
     shape = _ints(shape, "shape")
-    n = x._value.size
+    n = x._aval.size
     unknown = [i for i, s in enumerate(shape) if s == -1]
     if len(unknown) > 1:
         raise errors.InvalidArgumentError(f"Only one input size may be -1, not both {unknown[0]} and {unknown[1]} [Op:Reshape]")
@@ -357,7 +357,7 @@ def transpose(a: Any, perm: Any = None, conjugate: bool = False, name: str | Non
             run1 = _transpose_p.impl.run1  # type: ignore[attr-defined]
             return bind_ran(_transpose_p, a, v, run1(v, tuple(sorted(ps.items())), ps), ps)
     a = _as_t(a)
-    nd = a._value.ndim
+    nd = a._aval.ndim
     perm = tuple(range(nd - 1, -1, -1)) if perm is None else _ints(perm, "perm")
     if sorted(p % max(nd, 1) for p in perm) != list(range(nd)) or len(perm) != nd:
         raise errors.InvalidArgumentError(f"transpose expects a permutation of 0..{nd - 1}, got {list(perm)} [Op:Transpose]")
@@ -395,11 +395,11 @@ def stack(values: Any, axis: int = 0, name: str = "stack") -> Tensor:
     xs = _same_dtype(list(values), "Pack")
     if not xs:
         raise ValueError("tf.stack needs at least one value.")
-    s0 = tuple(xs[0]._value.shape)
+    s0 = tuple(xs[0]._aval.shape)
     for i, x in enumerate(xs[1:], 1):
-        if tuple(x._value.shape) != s0:
+        if tuple(x._aval.shape) != s0:
             raise errors.InvalidArgumentError(
-                f"Shapes of all inputs must match: values[0].shape = {list(s0)} != values[{i}].shape = {list(x._value.shape)} [Op:Pack]")
+                f"Shapes of all inputs must match: values[0].shape = {list(s0)} != values[{i}].shape = {list(x._aval.shape)} [Op:Pack]")
     nd = len(s0) + 1
     ax = int(axis)
     if not -nd <= ax < nd:
@@ -423,14 +423,14 @@ def concat(values: Any, axis: int, name: str = "concat") -> Tensor:
     xs = _same_dtype(list(values), "ConcatV2")
     if not xs:
         raise errors.InvalidArgumentError("ConcatV2 needs at least one input tensor.")
-    nd = xs[0]._value.ndim
+    nd = xs[0]._aval.ndim
     ax = _int(axis, "axis")
     if not -max(nd, 1) <= ax < max(nd, 1):
         raise errors.InvalidArgumentError(f"ConcatOp : Expected concatenating dimensions in the range [{-nd}, {nd}), but got {ax}")
     ax %= max(nd, 1)
-    s0 = xs[0]._value.shape
+    s0 = xs[0]._aval.shape
     for i, x in enumerate(xs[1:], 1):
-        s = x._value.shape
+        s = x._aval.shape
         if len(s) != nd or any(a != b for k, (a, b) in enumerate(zip(s0, s)) if k != ax):
             raise errors.InvalidArgumentError(
                 f"ConcatOp : Dimensions of inputs should match: shape[0] = {list(s0)} vs. shape[{i}] = {list(s)} [Op:ConcatV2]")
@@ -455,16 +455,16 @@ def unstack(value: Any, num: Any = None, axis: int = 0, name: str = "unstack") -
         [[1, 3], [2, 4]]
     """
     x = _as_t(value)
-    nd = x._value.ndim
+    nd = x._aval.ndim
     if nd == 0:
         raise ValueError("Input shape must have rank >= 1 to unstack, got a scalar.")
     ax = int(axis)
     if not -nd <= ax < nd:
         raise ValueError(f"Argument `axis` = {ax} not in range [{-nd}, {nd})")
     ax %= nd
-    n = x._value.shape[ax]
+    n = x._aval.shape[ax]
     if num is not None and int(num) != n:
-        raise errors.InvalidArgumentError(f"Input shape axis {ax} must equal {int(num)}, got shape {list(x._value.shape)} [Op:Unpack]")
+        raise errors.InvalidArgumentError(f"Input shape axis {ax} must equal {int(num)}, got shape {list(x._aval.shape)} [Op:Unpack]")
     if n == 0:
         return []
     return list(bind(_unstack_p, x, axis=ax))
@@ -487,13 +487,13 @@ def split(value: Any, num_or_size_splits: Any, axis: int = 0, num: Any = None, n
         [[0], [1, 2, 3], [4, 5]]
     """
     x = _as_t(value)
-    nd = x._value.ndim
+    nd = x._aval.ndim
     ax = _int(axis, "axis")
     if not -max(nd, 1) <= ax < max(nd, 1):
         raise errors.InvalidArgumentError(f"-{nd} <= split_dim < {nd} must hold, got {ax}")
     ax %= max(nd, 1)
-    n = x._value.shape[ax]
-    if isinstance(num_or_size_splits, int | np.integer) or (_is_t(num_or_size_splits) and num_or_size_splits._value.ndim == 0):
+    n = x._aval.shape[ax]
+    if isinstance(num_or_size_splits, int | np.integer) or (_is_t(num_or_size_splits) and num_or_size_splits._aval.ndim == 0):
         k = _int(num_or_size_splits)
         if k <= 0 or n % k:
             raise errors.InvalidArgumentError(
@@ -526,11 +526,11 @@ def squeeze(input: Any, axis: Any = None, name: str | None = None) -> Tensor:  #
         TensorShape([2])
     """
     x = _as_t(input)
-    shape = x._value.shape
+    shape = x._aval.shape
     if axis is None:
         ax = tuple(i for i, s in enumerate(shape) if s == 1)
     else:
-        ax = norm_axis(axis, x._value.ndim, "Squeeze") or ()
+        ax = norm_axis(axis, x._aval.ndim, "Squeeze") or ()
         for a in ax:
             if shape[a] != 1:
                 raise errors.InvalidArgumentError(
@@ -550,7 +550,7 @@ def expand_dims(input: Any, axis: Any, name: str | None = None) -> Tensor:  # no
         TensorShape([2, 1])
     """
     x = _as_t(input)
-    nd = x._value.ndim
+    nd = x._aval.ndim
     ax = _int(axis, "axis")
     if not -nd - 1 <= ax <= nd:
         raise errors.InvalidArgumentError(f"Tried to expand dim index {ax} for tensor with {nd} dimensions. [Op:ExpandDims]")
@@ -570,9 +570,9 @@ def tile(input: Any, multiples: Any, name: str | None = None) -> Tensor:  # noqa
     """
     x = _as_t(input)
     reps = _ints(multiples, "multiples")
-    if len(reps) != x._value.ndim:
+    if len(reps) != x._aval.ndim:
         raise errors.InvalidArgumentError(
-            f"Expected multiples argument to be a vector of length {x._value.ndim} but got length {len(reps)} [Op:Tile]")
+            f"Expected multiples argument to be a vector of length {x._aval.ndim} but got length {len(reps)} [Op:Tile]")
     return bind(_tile_p, x, reps=reps)
 
 
@@ -590,11 +590,11 @@ def broadcast_to(input: Any, shape: Any, name: str | None = None) -> Tensor:  # 
     x = _as_t(input)
     shape = _ints(shape, "shape")
     try:
-        ok = jnp.broadcast_shapes(tuple(x._value.shape), shape) == shape
+        ok = jnp.broadcast_shapes(tuple(x._aval.shape), shape) == shape
     except ValueError:
         ok = False
     if not ok:
-        raise errors.InvalidArgumentError(f"Incompatible shapes: {list(x._value.shape)} vs. {list(shape)} [Op:BroadcastTo]")
+        raise errors.InvalidArgumentError(f"Incompatible shapes: {list(x._aval.shape)} vs. {list(shape)} [Op:BroadcastTo]")
     return bind(_bcast_p, x, shape=shape)
 
 
@@ -610,7 +610,7 @@ def reverse(tensor: Any, axis: Any, name: str | None = None) -> Tensor:
         [[2, 1], [4, 3]]
     """
     x = _as_t(tensor)
-    return bind(_reverse_p, x, axis=norm_axis(list(_ints(axis, "axis")), x._value.ndim, "ReverseV2") or ())
+    return bind(_reverse_p, x, axis=norm_axis(list(_ints(axis, "axis")), x._aval.ndim, "ReverseV2") or ())
 
 
 def _slice_impl(x: Any, begin: tuple, size: tuple) -> Any:
@@ -629,7 +629,7 @@ def slice_(input_: Any, begin: Any, size: Any, name: str | None = None) -> Tenso
         [[2, 3], [5, 6]]
     """
     x = _as_t(input_)
-    shape = x._value.shape
+    shape = x._aval.shape
     b, s = _ints(begin, "begin"), _ints(size, "size")
     if len(b) != len(shape) or len(s) != len(shape):
         raise errors.InvalidArgumentError(
@@ -663,7 +663,7 @@ def pad(tensor: Any, paddings: Any, mode: str = "CONSTANT", constant_values: Any
     """
     x = _as_t(tensor)
     p = np.asarray(_concrete(paddings) if _is_t(paddings) else paddings, dtype=np.int64)
-    nd = x._value.ndim
+    nd = x._aval.ndim
     if p.shape != (nd, 2):
         raise errors.InvalidArgumentError(f"The first dimension of paddings must be the rank of inputs[{nd}], got paddings shape "
                                           f"{list(p.shape)} [Op:Pad]")
@@ -675,7 +675,7 @@ def pad(tensor: Any, paddings: Any, mode: str = "CONSTANT", constant_values: Any
                          f"{mode}")
     if m != "CONSTANT":
         off = 0 if m == "SYMMETRIC" else 1
-        for d, (a, b) in zip(x._value.shape, p.tolist()):
+        for d, (a, b) in zip(x._aval.shape, p.tolist()):
             if a > d - off or b > d - off:
                 raise errors.InvalidArgumentError(f"paddings must be less than{' or equal to' if off == 0 else ''} the dimension size: "
                                                   f"{a}, {b} not less than {d} [Op:MirrorPad]")
@@ -704,7 +704,7 @@ def shape(input: Any, out_type: Any = "int32", name: str | None = None) -> Tenso
     """
     d = as_dtype(out_type)._np
     check_width(d, "out_type")
-    return _static_tensor(np.asarray(_as_t(input)._value.shape, dtype=d))
+    return _static_tensor(np.asarray(_as_t(input)._aval.shape, dtype=d))
 
 
 def shape_n(input: Any, out_type: Any = "int32", name: str | None = None) -> list:  # noqa: A002
@@ -722,7 +722,7 @@ def size(input: Any, out_type: Any = "int32", name: str | None = None) -> Tensor
     """
     d = as_dtype(out_type)._np
     check_width(d, "out_type")
-    return _static_tensor(np.asarray(_as_t(input)._value.size, dtype=d))
+    return _static_tensor(np.asarray(_as_t(input)._aval.size, dtype=d))
 
 
 def rank(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
@@ -733,7 +733,7 @@ def rank(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
         >>> int(tf.rank(tf.ones((2, 3))))
         2
     """
-    return _static_tensor(np.int32(_as_t(input)._value.ndim))
+    return _static_tensor(np.int32(_as_t(input)._aval.ndim))
 
 
 def ensure_shape(x: Any, shape: Any, name: str | None = None) -> Tensor:
@@ -746,8 +746,8 @@ def ensure_shape(x: Any, shape: Any, name: str | None = None) -> Tensor:
     """
     t = _as_t(x)
     want = TensorShape(shape)
-    if not want.is_compatible_with(t._value.shape):
-        raise errors.InvalidArgumentError(f"Shape of tensor input {list(t._value.shape)} is not compatible with expected shape "
+    if not want.is_compatible_with(t._aval.shape):
+        raise errors.InvalidArgumentError(f"Shape of tensor input {list(t._aval.shape)} is not compatible with expected shape "
                                           f"{list(want)}")
     return bind(OPS_IDENTITY(), t)
 
@@ -789,7 +789,7 @@ def roll(input: Any, shift: Any, axis: Any, name: str | None = None) -> Tensor: 
     sh, ax = _ints(shift, "shift"), _ints(axis, "axis")
     if len(sh) != len(ax):
         raise errors.InvalidArgumentError(f"shift and axis must have the same size, got {len(sh)} and {len(ax)} [Op:Roll]")
-    return bind(_roll_p, x, shift=sh, axis=tuple(a % max(x._value.ndim, 1) for a in ax))
+    return bind(_roll_p, x, shift=sh, axis=tuple(a % max(x._aval.ndim, 1) for a in ax))
 
 
 _repeat_p = prim("repeat", lambda x, repeats, axis, total: jnp.repeat(x, np.asarray(repeats) if isinstance(repeats, tuple) else repeats,
@@ -810,8 +810,8 @@ def repeat(input: Any, repeats: Any, axis: Any = None, name: str | None = None) 
         x = reshape(x, [-1])
         ax = 0
     else:
-        ax = _int(axis, "axis") % max(x._value.ndim, 1)
-    n = x._value.shape[ax]
+        ax = _int(axis, "axis") % max(x._aval.ndim, 1)
+    n = x._aval.shape[ax]
     if len(r) == 1:
         total = r[0] * n
         r_param: Any = r[0]
@@ -917,19 +917,19 @@ def gather(params: Any, indices: Any, validate_indices: Any = None, axis: Any = 
     p = _as_t(params)
     idx = _index_t(indices, "GatherV2")
     bd = int(batch_dims)
-    ind = idx._value.ndim
+    ind = idx._aval.ndim
     if bd < 0:
         bd += ind
     ax = bd if axis is None else _int(axis, "axis")
-    pnd = p._value.ndim
+    pnd = p._aval.ndim
     if not -pnd <= ax < max(pnd, 1):
         raise errors.InvalidArgumentError(f"Expected axis in the range [{-pnd}, {pnd}), but got {ax} [Op:GatherV2]")
     ax %= max(pnd, 1)
     if bd > ind or bd > ax:
         raise errors.InvalidArgumentError(f"batch_dims ({bd}) must be <= axis ({ax}) and <= rank(indices) ({ind}) [Op:GatherV2]")
-    if tuple(p._value.shape[:bd]) != tuple(idx._value.shape[:bd]):
+    if tuple(p._aval.shape[:bd]) != tuple(idx._aval.shape[:bd]):
         raise errors.InvalidArgumentError("params.shape[:batch_dims] must equal indices.shape[:batch_dims] [Op:GatherV2]")
-    _check_range(idx, p._value.shape[ax], "GatherV2")
+    _check_range(idx, p._aval.shape[ax], "GatherV2")
     return bind(_gather_p, p, idx, axis=ax, batch_dims=bd)
 
 
@@ -954,18 +954,18 @@ def gather_nd(params: Any, indices: Any, batch_dims: int = 0, name: str | None =
     p = _as_t(params)
     idx = _index_t(indices, "GatherNd")
     bd = int(batch_dims)
-    k = idx._value.shape[-1] if idx._value.ndim else 0
-    if idx._value.ndim == 0 or k > p._value.ndim - bd:
-        raise errors.InvalidArgumentError(f"index innermost dimension length must be <= params rank; saw: {k} vs. {p._value.ndim - bd} "
+    k = idx._aval.shape[-1] if idx._aval.ndim else 0
+    if idx._aval.ndim == 0 or k > p._aval.ndim - bd:
+        raise errors.InvalidArgumentError(f"index innermost dimension length must be <= params rank; saw: {k} vs. {p._aval.ndim - bd} "
                                           "[Op:GatherNd]")
     c = _concrete(idx)
     if c is not None and c.size:
-        dims = np.asarray(p._value.shape[bd:bd + k])
+        dims = np.asarray(p._aval.shape[bd:bd + k])
         flat = c.reshape(-1, k)
         bad = np.nonzero(np.any((flat < 0) | (flat >= dims), axis=1))[0]
         if bad.size:
             raise errors.InvalidArgumentError(
-                f"indices[{int(bad[0])}] = {flat[bad[0]].tolist()} does not index into param shape {list(p._value.shape)} [Op:GatherNd]")
+                f"indices[{int(bad[0])}] = {flat[bad[0]].tolist()} does not index into param shape {list(p._aval.shape)} [Op:GatherNd]")
     return bind(_gather_nd_p, p, idx, batch_dims=bd)
 
 
@@ -979,19 +979,19 @@ _scatter_p = prim("tensor_scatter_nd", _scatter_nd_impl)
 
 
 def _scatter_checks(base: Any, idx: Any, upd: Any, opname: str) -> None:
-    k = idx._value.shape[-1]
-    dims = np.asarray(base._value.shape[:k])
+    k = idx._aval.shape[-1]
+    dims = np.asarray(base._aval.shape[:k])
     c = _concrete(idx)
     if c is not None and c.size:
         flat = c.reshape(-1, k)
         bad = np.nonzero(np.any((flat < 0) | (flat >= dims), axis=1))[0]
         if bad.size:
             raise errors.InvalidArgumentError(
-                f"indices[{int(bad[0])}] = {flat[bad[0]].tolist()} does not index into shape {list(base._value.shape)} [Op:{opname}]")
-    want = tuple(idx._value.shape[:-1]) + tuple(base._value.shape[k:])
-    if tuple(upd._value.shape) != want:
+                f"indices[{int(bad[0])}] = {flat[bad[0]].tolist()} does not index into shape {list(base._aval.shape)} [Op:{opname}]")
+    want = tuple(idx._aval.shape[:-1]) + tuple(base._aval.shape[k:])
+    if tuple(upd._aval.shape) != want:
         raise errors.InvalidArgumentError(
-            f"updates must have shape {list(want)} (indices.shape[:-1] + shape[indices.shape[-1]:]), got {list(upd._value.shape)} "
+            f"updates must have shape {list(want)} (indices.shape[:-1] + shape[indices.shape[-1]:]), got {list(upd._aval.shape)} "
             f"[Op:{opname}]")
 
 
@@ -1069,7 +1069,7 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
         d = np.int64 if x64_enabled() else np.int32
         return Tensor(jnp.asarray(np.argwhere(cv).astype(d)))
     xv, yv = same_dtype("SelectV2", x, y)
-    shapes = [tuple(t._value.shape) for t in (c, xv, yv)]
+    shapes = [tuple(t._aval.shape) for t in (c, xv, yv)]
     try:
         if not shapes[0] == shapes[1] == shapes[2]:  # (equal shapes broadcast: jnp's check costs µs)
             jnp.broadcast_shapes(*shapes)
@@ -1112,8 +1112,8 @@ def boolean_mask(tensor: Any, mask: Any, axis: Any = None, name: str = "boolean_
     k = mv.ndim
     if k == 0:
         raise ValueError("mask cannot be scalar.")
-    ax = 0 if axis is None else _int(axis, "axis") % max(x._value.ndim, 1)
-    seg = tuple(x._value.shape[ax:ax + k])
+    ax = 0 if axis is None else _int(axis, "axis") % max(x._aval.ndim, 1)
+    seg = tuple(x._aval.shape[ax:ax + k])
     if seg != mv.shape:
         raise ValueError(f"Shapes {TensorShape(seg)} and {TensorShape(mv.shape)} are incompatible")
     idx = np.nonzero(mv.reshape(-1))[0].astype(np.int32)
@@ -1221,7 +1221,7 @@ def getitem(x: Any, key: Any) -> Tensor:
         key = tuple(key)
     if not isinstance(key, tuple):
         key = (key,)
-    shape = t._value.shape
+    shape = t._aval.shape
     consuming = sum(1 for k in key if k is not None and k is not Ellipsis)
     if sum(1 for k in key if k is Ellipsis) > 1:
         raise errors.InvalidArgumentError("Multiple ellipses in slice spec not allowed [Op:StridedSlice]")
@@ -1254,7 +1254,7 @@ def getitem(x: Any, key: Any) -> Tensor:
             spec.append("T")
             dyn.append(int(k) % n)
             dim += 1
-        elif _is_t(k) and from_np(_dt(k)).is_integer and k._value.ndim == 0:
+        elif _is_t(k) and from_np(_dt(k)).is_integer and k._aval.ndim == 0:
             c = _concrete(k)
             n = shape[dim]
             if c is not None:

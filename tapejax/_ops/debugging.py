@@ -221,25 +221,25 @@ def assert_rank(x: Any, rank: Any, message: Any = None, name: str | None = None)
     """Raise ValueError unless ``x`` has rank ``rank`` (a static check, as TF's)."""
     t = _as_t(x)
     r = int(np.asarray(_concrete(rank) if _is_t(rank) else rank))
-    if t._value.ndim != r:
-        raise ValueError(f"{message + '.  ' if message else ''}Tensor  must have rank {r}.  Received rank {t._value.ndim}, "
-                         f"shape {TensorShape(t._value.shape)}")
+    if t._aval.ndim != r:
+        raise ValueError(f"{message + '.  ' if message else ''}Tensor  must have rank {r}.  Received rank {t._aval.ndim}, "
+                         f"shape {TensorShape(t._aval.shape)}")
 
 
 def assert_rank_at_least(x: Any, rank: Any, message: Any = None, name: str | None = None) -> None:
     """Raise ValueError unless ``x`` has rank >= ``rank``."""
     t = _as_t(x)
     r = int(np.asarray(_concrete(rank) if _is_t(rank) else rank))
-    if t._value.ndim < r:
+    if t._aval.ndim < r:
         raise ValueError(f"{message + '.  ' if message else ''}Tensor  must have rank at least {r}.  Received rank "
-                         f"{t._value.ndim}, shape {TensorShape(t._value.shape)}")
+                         f"{t._aval.ndim}, shape {TensorShape(t._aval.shape)}")
 
 
 def assert_scalar(tensor: Any, message: Any = None, name: str | None = None) -> None:
     """Raise ValueError unless ``tensor`` is a scalar."""
     t = _as_t(tensor)
-    if t._value.ndim != 0:
-        raise ValueError(f"{message + '  ' if message else ''}Expected scalar shape, saw shape: {TensorShape(t._value.shape)}.")
+    if t._aval.ndim != 0:
+        raise ValueError(f"{message + '  ' if message else ''}Expected scalar shape, saw shape: {TensorShape(t._aval.shape)}.")
 
 
 def assert_type(tensor: Any, tf_type: Any, message: Any = None, name: str | None = None) -> None:
@@ -268,23 +268,23 @@ def assert_shapes(shapes: Any, data: Any = None, summarize: Any = None, message:
     seen: dict = {}
     for t, spec in items:
         tt = _as_t(t)
-        shp = tt._value.shape
+        shp = tt._aval.shape
         spec = (spec,) if isinstance(spec, str | int) else tuple(spec)
         if spec and spec[0] == "...":
             spec, shp = spec[1:], shp[len(shp) - len(spec) + 1:]
         if len(spec) != len(shp):
-            raise ValueError(f"Tensor shape={TensorShape(tt._value.shape)} dtype={from_np(_dt(tt)).name} must have rank {len(spec)}. "
-                             f"Received rank {len(tt._value.shape)}, shape {TensorShape(tt._value.shape)}")
+            raise ValueError(f"Tensor shape={TensorShape(tt._aval.shape)} dtype={from_np(_dt(tt)).name} must have rank {len(spec)}. "
+                             f"Received rank {len(tt._aval.shape)}, shape {TensorShape(tt._aval.shape)}")
         for i, (sym, n) in enumerate(zip(spec, shp)):
             if isinstance(sym, int):
                 if sym != n:
-                    raise ValueError(f"dimension {i} must have size {sym}. Received size {n}, shape {TensorShape(tt._value.shape)}")
+                    raise ValueError(f"dimension {i} must have size {sym}. Received size {n}, shape {TensorShape(tt._aval.shape)}")
                 continue
             if sym in seen and seen[sym][0] != n:
                 ref = seen[sym][1]
-                raise ValueError(f"Specified by tensor shape={TensorShape(ref._value.shape)} dtype={from_np(_dt(ref)).name} dimension "
-                                 f"{seen[sym][2]}.  Tensor shape={TensorShape(tt._value.shape)} dtype={from_np(_dt(tt)).name} dimension "
-                                 f"{i} must have size {seen[sym][0]}.  Received size {n}, shape {TensorShape(tt._value.shape)}")
+                raise ValueError(f"Specified by tensor shape={TensorShape(ref._aval.shape)} dtype={from_np(_dt(ref)).name} dimension "
+                                 f"{seen[sym][2]}.  Tensor shape={TensorShape(tt._aval.shape)} dtype={from_np(_dt(tt)).name} dimension "
+                                 f"{i} must have size {seen[sym][0]}.  Received size {n}, shape {TensorShape(tt._aval.shape)}")
             seen.setdefault(sym, (n, tt, i))
 
 

@@ -33,9 +33,9 @@ __all__ = [
 
 
 def _check_image(t: Tensor, op: str) -> int:
-    nd = t._value.ndim
+    nd = t._aval.ndim
     if nd not in (3, 4):
-        raise ValueError(f"'image' (shape {list(t._value.shape)}) must have either 3 or 4 dimensions.")
+        raise ValueError(f"'image' (shape {list(t._aval.shape)}) must have either 3 or 4 dimensions.")
     return nd
 
 
@@ -74,7 +74,7 @@ def resize(images: Any, size: Any, method: str = "bilinear", preserve_aspect_rat
     if h <= 0 or w <= 0:
         raise ValueError(f"'size' must be 1-D of 2 positive elements: new_height, new_width, got {[h, w]}")
     if preserve_aspect_ratio:
-        ih, iw = t._value.shape[-3], t._value.shape[-2]
+        ih, iw = t._aval.shape[-3], t._aval.shape[-2]
         scale = min(h / ih, w / iw)
         h, w = int(round(ih * scale)), int(round(iw * scale))
     return bind(_resize_p, t, h=h, w=w, method=method)
@@ -100,7 +100,7 @@ def flip_left_right(image: Any) -> Tensor:
     """
     t = _as_t(image)
     _check_image(t, "flip_left_right")
-    return bind(_flip_p, t, axis=t._value.ndim - 2)
+    return bind(_flip_p, t, axis=t._aval.ndim - 2)
 
 
 def flip_up_down(image: Any) -> Tensor:
@@ -113,7 +113,7 @@ def flip_up_down(image: Any) -> Tensor:
     """
     t = _as_t(image)
     _check_image(t, "flip_up_down")
-    return bind(_flip_p, t, axis=t._value.ndim - 3)
+    return bind(_flip_p, t, axis=t._aval.ndim - 3)
 
 
 _transpose_p = prim("image_transpose", lambda x: jnp.swapaxes(x, -3, -2))
@@ -160,9 +160,9 @@ def adjust_brightness(image: Any, delta: float) -> Tensor:
         [0.5]
     """
     t = _as_t(image)
-    if t._value.dtype.kind != "f":
+    if t._aval.dtype.kind != "f":
         raise NotImplementedError("tapejax's adjust_brightness takes float images; convert with tf.cast first.")
-    return bind(_brightness_p, t, Tensor(jnp.asarray(delta, t._value.dtype)))
+    return bind(_brightness_p, t, Tensor(jnp.asarray(delta, t._aval.dtype)))
 
 
 _gray_p = prim("rgb_to_grayscale",
@@ -178,7 +178,7 @@ def rgb_to_grayscale(images: Any, name: str | None = None) -> Tensor:
         TensorShape([1, 1, 1])
     """
     t = _as_t(images)
-    if t._value.dtype.kind != "f":
+    if t._aval.dtype.kind != "f":
         raise NotImplementedError("tapejax's rgb_to_grayscale takes float images; convert with tf.cast first.")
     return bind(_gray_p, t)
 
@@ -198,14 +198,14 @@ def central_crop(image: Any, central_fraction: float) -> Tensor:
     _check_image(t, "central_crop")
     if not 0.0 < central_fraction <= 1.0:
         raise ValueError("central_fraction must be within (0, 1]")
-    h, w = t._value.shape[-3], t._value.shape[-2]
+    h, w = t._aval.shape[-3], t._aval.shape[-2]
     # TF: start = int((dim - dim * fraction) / 2), size = dim - 2 * start.
     sh, sw = int((h - h * central_fraction) / 2), int((w - w * central_fraction) / 2)
     return bind(_crop_p, t, h0=sh, h1=h - sh, w0=sw, w1=w - sw)
 
 
 def _hw(t: Tensor) -> tuple[int, int]:
-    return t._value.shape[-3], t._value.shape[-2]
+    return t._aval.shape[-3], t._aval.shape[-2]
 
 
 def crop_to_bounding_box(image: Any, offset_height: int, offset_width: int, target_height: int,
@@ -316,7 +316,7 @@ def adjust_contrast(images: Any, contrast_factor: Any) -> Tensor:
         [[0.0, 4.0]]
     """
     t = _as_t(images)
-    if t._value.dtype.kind != "f":
+    if t._aval.dtype.kind != "f":
         raise NotImplementedError("tapejax's adjust_contrast takes float images; convert with tf.cast first.")
     return bind(_contrast_p, t, _as_t(contrast_factor, dtype=t.dtype))
 
@@ -333,8 +333,8 @@ def grayscale_to_rgb(images: Any, name: str | None = None) -> Tensor:
         TensorShape([2, 2, 3])
     """
     t = _as_t(images)
-    if t._value.shape[-1] != 1:
-        raise ValueError(f"Dimension -1 must be 1 but is {t._value.shape[-1]}")
+    if t._aval.shape[-1] != 1:
+        raise ValueError(f"Dimension -1 must be 1 but is {t._aval.shape[-1]}")
     return bind(_gray_rgb_p, t)
 
 
@@ -372,7 +372,7 @@ def convert_image_dtype(image: Any, dtype: Any, saturate: bool = False, name: st
     d = as_dtype(dtype)
     if not (d.is_floating or d.is_integer):
         raise AttributeError(f"{d.name} is not a valid image dtype: use an integer or floating type.")
-    if d._np == t._value.dtype:
+    if d._np == t._aval.dtype:
         return t
     return bind(_convert_p, t, dtype=d._np, saturate=bool(saturate))
 

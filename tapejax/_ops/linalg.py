@@ -142,15 +142,15 @@ def tensordot(a: Any, b: Any, axes: Any, name: str | None = None) -> Tensor:
         axes = _concrete(axes).tolist()
     if isinstance(axes, int | np.integer):
         ax: Any = int(axes)
-        if ax < 0 or ax > min(a._value.ndim, b._value.ndim):
-            raise ValueError(f"'axes' must be at most {min(a._value.ndim, b._value.ndim)}, got {ax}.")
+        if ax < 0 or ax > min(a._aval.ndim, b._aval.ndim):
+            raise ValueError(f"'axes' must be at most {min(a._aval.ndim, b._aval.ndim)}, got {ax}.")
     else:
         pa, pb = axes
         pa = (pa,) if isinstance(pa, int | np.integer) else tuple(int(v) for v in pa)
         pb = (pb,) if isinstance(pb, int | np.integer) else tuple(int(v) for v in pb)
         for i, j in zip(pa, pb):
-            if a._value.shape[i] != b._value.shape[j]:
-                raise errors.InvalidArgumentError(f"Matrix size-incompatible: contracting dims {a._value.shape[i]} and {b._value.shape[j]}")
+            if a._aval.shape[i] != b._aval.shape[j]:
+                raise errors.InvalidArgumentError(f"Matrix size-incompatible: contracting dims {a._aval.shape[i]} and {b._aval.shape[j]}")
         ax = (pa, pb)
     return bind(_tensordot_p, a, b, axes=ax)
 
@@ -172,7 +172,7 @@ def einsum(equation: str, *inputs: Any, **kwargs: Any) -> Tensor:
         raise TypeError(f"Invalid keyword arguments for einsum: {sorted(kwargs)}")
     xs = same_dtype("Einsum", *inputs)
     eq = equation.replace(" ", "")
-    problem = _einsum_problem(eq, tuple((tuple(x._value.shape), x._value.dtype) for x in xs))
+    problem = _einsum_problem(eq, tuple((tuple(x._aval.shape), x._aval.dtype) for x in xs))
     if problem:
         raise errors.InvalidArgumentError(f"einsum {equation!r}: {problem}")
     return bind(_einsum_p, *xs, eq=eq)
@@ -201,7 +201,7 @@ def _square(x: Any, opname: str, dtypes: frozenset = INEXACT) -> Any:
     t = _as_t(x)
     if _dt(t) not in dtypes:
         check_dtype(opname, t, dtypes)
-    s = t._value.shape
+    s = t._aval.shape
     if len(s) < 2 or s[-1] != s[-2]:
         raise errors.InvalidArgumentError(f"Input matrix must be square, got shape {list(s)} [Op:{opname}]")
     return t
@@ -333,11 +333,11 @@ def solve(matrix: Any, rhs: Any, adjoint: bool = False, name: str | None = None)
     """
     a, b = same_dtype("MatrixSolve", matrix, rhs)
     _square(a, "MatrixSolve")
-    if b._value.ndim != a._value.ndim:
+    if b._aval.ndim != a._aval.ndim:
         raise errors.InvalidArgumentError("All input tensors must have the same rank. [Op:MatrixSolve]")
-    if b._value.shape[-2] != a._value.shape[-1]:
-        raise errors.InvalidArgumentError(f"Input matrix and right-hand side must have the same number of rows: {a._value.shape[-1]} vs. "
-                                          f"{b._value.shape[-2]} [Op:MatrixSolve]")
+    if b._aval.shape[-2] != a._aval.shape[-1]:
+        raise errors.InvalidArgumentError(f"Input matrix and right-hand side must have the same number of rows: {a._aval.shape[-1]} vs. "
+                                          f"{b._aval.shape[-2]} [Op:MatrixSolve]")
     return bind(_solve_p, a, b, adjoint=bool(adjoint))
 
 
@@ -412,8 +412,8 @@ def svd(tensor: Any, full_matrices: bool = False, compute_uv: bool = True, name:
     t = _as_t(tensor)
     if _dt(t) not in INEXACT:
         check_dtype("Svd", t, INEXACT)
-    if t._value.ndim < 2:
-        raise errors.InvalidArgumentError(f"Input must have rank >= 2, got {t._value.ndim} [Op:Svd]")
+    if t._aval.ndim < 2:
+        raise errors.InvalidArgumentError(f"Input must have rank >= 2, got {t._aval.ndim} [Op:Svd]")
     out = bind(_svd_p, t, full=bool(full_matrices), uv=bool(compute_uv))
     return tuple(out) if compute_uv else out[0]
 
@@ -434,8 +434,8 @@ def qr(input: Any, full_matrices: bool = False, name: str | None = None) -> Qr: 
     t = _as_t(input)
     if _dt(t) not in INEXACT:
         check_dtype("Qr", t, INEXACT)
-    if t._value.ndim < 2:
-        raise errors.InvalidArgumentError(f"Input must have rank >= 2, got {t._value.ndim} [Op:Qr]")
+    if t._aval.ndim < 2:
+        raise errors.InvalidArgumentError(f"Input must have rank >= 2, got {t._aval.ndim} [Op:Qr]")
     return Qr(*bind(_qr_p, t, full=bool(full_matrices)))
 
 
@@ -447,7 +447,7 @@ def pinv(a: Any, rcond: Any = None, validate_args: bool = False, name: str | Non
     t = _as_t(a)
     if _dt(t) not in INEXACT:
         check_dtype("Pinv", t, INEXACT)
-    m, n = t._value.shape[-2:]
+    m, n = t._aval.shape[-2:]
     rc = float(10 * max(m, n) * np.finfo(_dt(t)).eps) if rcond is None else float(rcond)
     return bind(_pinv_p, t, rcond=rc)
 
@@ -514,7 +514,7 @@ def diag(diagonal: Any, name: str = "diag", k: int = 0, num_rows: int = -1, num_
     """
     d = _as_t(diagonal)
     k = int(k)
-    n = d._value.shape[-1]
+    n = d._aval.shape[-1]
     # TF: with neither given the result is square, of size len(diagonal) + |k|.
     if num_rows == -1 and num_cols == -1:
         rows = cols = n + abs(k)
@@ -537,7 +537,7 @@ def diag_part(input: Any, name: str = "diag_part", k: int = 0, padding_value: An
         [1.0, 4.0]
     """
     x = _as_t(input)
-    if x._value.ndim < 2:
+    if x._aval.ndim < 2:
         raise errors.InvalidArgumentError("input must be at least 2-dim [Op:MatrixDiagPartV3]")
     return bind(_diag_part_p, x, k=int(k))
 
@@ -597,7 +597,7 @@ def tensor_diag_part(input: Any, name: str | None = None) -> Tensor:  # noqa: A0
         [1.0, 2.0]
     """
     x = _as_t(input)
-    s = tuple(x._value.shape)
+    s = tuple(x._aval.shape)
     k = len(s) // 2
     if len(s) % 2 or s[:k] != s[k:]:
         raise errors.InvalidArgumentError(
@@ -618,8 +618,8 @@ def trace(x: Any, name: str | None = None) -> Tensor:
         5.0
     """
     t = _as_t(x)
-    if t._value.ndim < 2:
-        raise ValueError(f"Shape must be at least rank 2 but is rank {t._value.ndim}")
+    if t._aval.ndim < 2:
+        raise ValueError(f"Shape must be at least rank 2 but is rank {t._aval.ndim}")
     return bind(_trace_p, t)
 
 
@@ -632,7 +632,7 @@ def matrix_transpose(a: Any, name: str = "matrix_transpose", conjugate: bool = F
         TensorShape([2, 4, 3])
     """
     t = _as_t(a)
-    nd = t._value.ndim
+    nd = t._aval.ndim
     if nd < 2:
         raise ValueError(f"Argument `a` should be a (batch) matrix with rank >= 2.  Received `a` = {t!r} with shape: {t.shape}")
     return transpose(t, list(range(nd - 2)) + [nd - 1, nd - 2], conjugate=conjugate)
@@ -670,7 +670,7 @@ _cross_p = prim("cross", lambda a, b: jnp.cross(a, b))
 def cross(a: Any, b: Any, name: str | None = None) -> Tensor:
     """Cross product of 3-vectors in the last axis, as ``tf.linalg.cross``."""
     x, y = same_dtype("Cross", a, b)
-    if x._value.shape[-1:] != (3,) or y._value.shape[-1:] != (3,):
+    if x._aval.shape[-1:] != (3,) or y._aval.shape[-1:] != (3,):
         raise errors.InvalidArgumentError("Cross: the last dimension of both inputs must be 3 [Op:Cross]")
     return bind(_cross_p, x, y)
 
@@ -737,7 +737,7 @@ def norm(tensor: Any, ord: Any = "euclidean", axis: Any = None, keepdims: Any = 
     x = _as_t(tensor)
     if _dt(x) not in INEXACT:
         check_dtype("Sqrt", x, INEXACT)
-    nd = x._value.ndim
+    nd = x._aval.ndim
     ax = None if axis is None else norm_axis(axis, nd, "norm")
     if isinstance(axis, list | tuple) and len(axis) == 2:
         r, c = (int(a) % nd for a in axis)

@@ -103,8 +103,8 @@ def _scan_op(name: str, impl: Any, dtypes: frozenset, tf_name: str, *names: str,
         x = _as_t(x)
         if _dt(x) not in dtypes:
             check_dtype(tf_name, x, dtypes)
-        nd = max(x._value.ndim, 1)
-        if x._value.ndim == 0:
+        nd = max(x._aval.ndim, 1)
+        if x._aval.ndim == 0:
             raise errors.InvalidArgumentError(f"{tf_name}: the input must have rank >= 1, got a scalar.")
         ax = norm_axis(int(_static_int(axis)), nd, tf_name)[0]
         return bind(p, x, axis=ax, exclusive=bool(exclusive), reverse=bool(reverse))
@@ -158,7 +158,7 @@ def _arg(p: Any, opname: str) -> Any:
         x = _as_t(input)
         if _dt(x) not in REAL | BOOL:
             check_dtype(opname, x, REAL | BOOL)
-        nd = x._value.ndim
+        nd = x._aval.ndim
         ax = 0 if axis is None else _static_int(axis)
         if not -max(nd, 1) <= ax < max(nd, 1):
             raise errors.InvalidArgumentError(f"Expected dimension in the range [{-nd}, {nd}), but got {ax} [Op:{opname}]")
@@ -204,8 +204,8 @@ def top_k(input: Any, k: int = 1, sorted: bool = True, index_type: Any = "int32"
     if _dt(x) not in REAL:
         check_dtype("TopKV2", x, REAL)
     k = _static_int(k)
-    n = x._value.shape[-1] if x._value.ndim else 0
-    if x._value.ndim == 0:
+    n = x._aval.shape[-1] if x._aval.ndim else 0
+    if x._aval.ndim == 0:
         raise errors.InvalidArgumentError("input must be at least 1-D for top_k")
     if k < 0 or k > n:
         raise errors.InvalidArgumentError(f"input must have at least k columns. Had {n}, needed {k} [Op:TopKV2]")
@@ -250,7 +250,7 @@ def sort(values: Any, axis: int = -1, direction: str = "ASCENDING", name: str | 
     """
     x = _as_t(values)
     check_dtype("Sort", x, REAL) if _dt(x) not in REAL else None
-    ax = norm_axis(axis, x._value.ndim, "sort")[0]
+    ax = norm_axis(axis, x._aval.ndim, "sort")[0]
     return bind(_sort_p, x, axis=ax, descending=_direction(direction))
 
 
@@ -264,7 +264,7 @@ def argsort(values: Any, axis: int = -1, direction: str = "ASCENDING", stable: b
     """
     x = _as_t(values)
     check_dtype("Sort", x, REAL) if _dt(x) not in REAL else None
-    ax = norm_axis(axis, x._value.ndim, "argsort")[0]
+    ax = norm_axis(axis, x._aval.ndim, "argsort")[0]
     return bind(_argsort_p, x, axis=ax, descending=_direction(direction))
 
 
@@ -284,7 +284,7 @@ def count_nonzero(input: Any, axis: Any = None, keepdims: Any = None, dtype: Any
         2
     """
     x = _as_t(input)
-    return bind(_count_nonzero_p, x, axis=norm_axis(axis, x._value.ndim, "count_nonzero"), keepdims=bool(keepdims),
+    return bind(_count_nonzero_p, x, axis=norm_axis(axis, x._aval.ndim, "count_nonzero"), keepdims=bool(keepdims),
                 dtype=_index_dtype(dtype))
 
 
@@ -343,10 +343,10 @@ def _segment(kind: str, sorted_ids: bool) -> Any:
         if _dt(ids) not in INT:
             check_dtype(opname, ids, INT)
         idv = _concrete(ids)
-        ish = tuple(ids._value.shape)
-        if tuple(x._value.shape[: len(ish)]) != ish:
+        ish = tuple(ids._aval.shape)
+        if tuple(x._aval.shape[: len(ish)]) != ish:
             raise errors.InvalidArgumentError(
-                f"{opname}: segment_ids shape {list(ish)} must be a prefix of data shape {list(x._value.shape)}.")
+                f"{opname}: segment_ids shape {list(ish)} must be a prefix of data shape {list(x._aval.shape)}.")
         if sorted_ids:
             if len(ish) != 1:
                 raise errors.InvalidArgumentError(f"{opname}: segment_ids should be a vector.")
@@ -363,7 +363,7 @@ def _segment(kind: str, sorted_ids: bool) -> Any:
         if len(ish) > 1:
             # TF allows a multi-dimensional id tensor: flatten it together with the data's prefix.
             reshape = EXPORTS["reshape"]  # the array family's (registered after this one)
-            x = reshape(x, (-1,) + tuple(x._value.shape[len(ish):]))
+            x = reshape(x, (-1,) + tuple(x._aval.shape[len(ish):]))
             ids = reshape(ids, (-1,))
         return bind(_segment_p, x, ids, num=num, kind=kind, empty_zero=sorted_ids, sorted_ids=sorted_ids)
 
@@ -415,9 +415,9 @@ def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: str | 
     """
     x, lo, hi = same_dtype("ClipByValue", t, clip_value_min, clip_value_max)
     check_dtype("ClipByValue", x, REAL) if _dt(x) not in REAL else None
-    xs = tuple(x._value.shape)
+    xs = tuple(x._aval.shape)
     for b in (lo, hi):
-        bs = tuple(b._value.shape) if _is_t(b) else ()
+        bs = tuple(b._aval.shape) if _is_t(b) else ()
         try:
             ok = jnp.broadcast_shapes(bs, xs) == xs
         except ValueError:
@@ -453,7 +453,7 @@ def clip_by_norm(t: Any, clip_norm: Any, axes: Any = None, name: str | None = No
     """
     x, c = same_dtype("ClipByNorm", t, clip_norm)
     check_dtype("Sqrt", x, INEXACT) if _dt(x) not in INEXACT else None
-    return bind(_clip_norm_p, x, c, axes=norm_axis(axes, x._value.ndim, "clip_by_norm"))
+    return bind(_clip_norm_p, x, c, axes=norm_axis(axes, x._aval.ndim, "clip_by_norm"))
 
 
 _export(clip_by_norm, "clip_by_norm", jax_name="jax.numpy (TF's clip_by_norm formula)")
@@ -514,7 +514,7 @@ def add_n(inputs: Any, name: str | None = None) -> Tensor:
     if isinstance(inputs, Tensor) or not inputs:
         raise ValueError("inputs must be a non-empty list of tensors with the same shape and dtype.")
     xs = same_dtype("AddN", *list(inputs))
-    shapes = {tuple(x._value.shape) for x in xs}
+    shapes = {tuple(x._aval.shape) for x in xs}
     if len(shapes) > 1:
         raise ValueError(f"inputs must all have the same shape, got {sorted(shapes)}.")
     return bind(_add_n_p, *xs)
@@ -543,7 +543,7 @@ def l2_normalize(x: Any, axis: Any = None, epsilon: float = 1e-12, name: str | N
     x = _as_t(x)
     check_dtype("L2Normalize", x, INEXACT) if _dt(x) not in INEXACT else None
     axis = dim if axis is None else axis
-    return bind(_l2n_p, x, axis=norm_axis(axis, x._value.ndim, "l2_normalize"), eps=float(epsilon))
+    return bind(_l2n_p, x, axis=norm_axis(axis, x._aval.ndim, "l2_normalize"), eps=float(epsilon))
 
 
 _export(l2_normalize, "math.l2_normalize", "nn.l2_normalize", "linalg.l2_normalize", jax_name="jax.lax.rsqrt (TF formula)")

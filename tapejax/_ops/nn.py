@@ -50,7 +50,7 @@ from .array import _ints, gather, reshape
 
 
 def _softmax_axis(x: Any, axis: Any, opname: str) -> int:
-    nd = x._value.ndim
+    nd = x._aval.ndim
     ax = -1 if axis is None else int(axis)
     if not -nd <= ax < nd:
         raise errors.InvalidArgumentError(
@@ -121,8 +121,8 @@ def sigmoid_cross_entropy_with_logits(labels: Any = None, logits: Any = None, na
         raise ValueError("Both labels and logits must be provided.")
     x = _as_t(logits)
     z = _as_t(labels) if _is_t(labels) else _as_t(labels, dtype=from_np(_dt(x)))
-    if tuple(z._value.shape) != tuple(x._value.shape):
-        raise ValueError(f"`logits` and `labels` must have the same shape, received ({tuple(x._value.shape)} vs {tuple(z._value.shape)}).")
+    if tuple(z._aval.shape) != tuple(x._aval.shape):
+        raise ValueError(f"`logits` and `labels` must have the same shape, received ({tuple(x._aval.shape)} vs {tuple(z._aval.shape)}).")
     z, x = same_dtype("SigmoidCrossEntropyWithLogits", z, x)
     check_dtype("SigmoidCrossEntropyWithLogits", x, FLOAT) if _dt(x) not in FLOAT else None
     return bind(_sigmoid_xent_p, z, x)
@@ -147,8 +147,8 @@ def weighted_cross_entropy_with_logits(labels: Any, logits: Any, pos_weight: Any
     """
     x = _as_t(logits)
     z, x, q = same_dtype("WeightedCrossEntropy", labels if _is_t(labels) else _as_t(labels, from_np(_dt(x))), x, pos_weight)
-    if tuple(z._value.shape) != tuple(x._value.shape):
-        raise ValueError(f"`logits` and `labels` must have the same shape, received ({tuple(x._value.shape)} vs {tuple(z._value.shape)}).")
+    if tuple(z._aval.shape) != tuple(x._aval.shape):
+        raise ValueError(f"`logits` and `labels` must have the same shape, received ({tuple(x._aval.shape)} vs {tuple(z._aval.shape)}).")
     return bind(_weighted_xent_p, z, x, q)
 
 
@@ -223,11 +223,11 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any, name: str
     lab = _as_t(labels)
     if _dt(lab) not in INT:
         raise errors.InvalidArgumentError(f"labels must be int32 or int64, got {from_np(_dt(lab)).name}")
-    if tuple(lab._value.shape) != tuple(x._value.shape[:-1]):
-        raise ValueError(f"Shape mismatch: The shape of labels (received {tuple(lab._value.shape)}) should equal the shape of "
-                         f"logits except for the last dimension (received {tuple(x._value.shape)}).")
+    if tuple(lab._aval.shape) != tuple(x._aval.shape[:-1]):
+        raise ValueError(f"Shape mismatch: The shape of labels (received {tuple(lab._aval.shape)}) should equal the shape of "
+                         f"logits except for the last dimension (received {tuple(x._aval.shape)}).")
     c = _concrete(lab)
-    n = x._value.shape[-1]
+    n = x._aval.shape[-1]
     if c is not None and c.size and (c.min() < 0 or c.max() >= n):
         bad = int(c[(c < 0) | (c >= n)].reshape(-1)[0])
         raise errors.InvalidArgumentError(
@@ -284,7 +284,7 @@ def moments(x: Any, axes: Any, shift: Any = None, keepdims: bool = False, name: 
     """
     t = _as_t(x)
     check_dtype("Mean", t, INEXACT) if _dt(t) not in INEXACT else None
-    return tuple(bind(_moments_p, t, axes=norm_axis(axes, t._value.ndim, "moments"), keepdims=bool(keepdims)))
+    return tuple(bind(_moments_p, t, axes=norm_axis(axes, t._aval.ndim, "moments"), keepdims=bool(keepdims)))
 
 
 def _bias_add(x: Any, b: Any, channel_axis: int) -> Any:
@@ -305,12 +305,12 @@ def bias_add(value: Any, bias: Any, data_format: Any = None, name: str | None = 
         [2.0, 3.0, 4.0]
     """
     x, b = same_dtype("BiasAdd", value, bias)
-    if b._value.ndim != 1:
-        raise ValueError(f"Shape must be rank 1 but is rank {b._value.ndim} for bias.")
-    ax = 1 if data_format is not None and data_format.startswith("NC") else x._value.ndim - 1
-    if x._value.shape[ax] != b._value.shape[0]:
+    if b._aval.ndim != 1:
+        raise ValueError(f"Shape must be rank 1 but is rank {b._aval.ndim} for bias.")
+    ax = 1 if data_format is not None and data_format.startswith("NC") else x._aval.ndim - 1
+    if x._aval.shape[ax] != b._aval.shape[0]:
         raise errors.InvalidArgumentError(
-            f"Must provide as many biases as the channel dimension of the input tensor: {list(b._value.shape)} vs. {list(x._value.shape)} "
+            f"Must provide as many biases as the channel dimension of the input tensor: {list(b._aval.shape)} vs. {list(x._aval.shape)} "
             "[Op:BiasAdd]")
     return bind(_bias_add_p, x, b, channel_axis=ax)
 
@@ -385,8 +385,8 @@ def dropout(x: Any, rate: Any, noise_shape: Any = None, seed: Any = None, name: 
     r = float(r)
     if r == 0:
         return t
-    shape = tuple(t._value.shape) if noise_shape is None else tuple(
-        d if n is None else int(n) for d, n in zip(t._value.shape, list(noise_shape)))
+    shape = tuple(t._aval.shape) if noise_shape is None else tuple(
+        d if n is None else int(n) for d, n in zip(t._aval.shape, list(noise_shape)))
     key = _random.next_key(seed, "dropout")
     keep = jax.random.uniform(key, shape, dtype=_dt(t)) >= r
     scale = np.asarray(1.0 / (1.0 - r), dtype=_dt(t)).item()
@@ -451,25 +451,25 @@ def _conv(n: int, input: Any, filters: Any, strides: Any, padding: Any, data_for
           opname: str, depthwise: bool = False) -> Tensor:
     x, w = same_dtype(opname, input, filters)
     check_dtype(opname, x, FLOAT | INEXACT) if _dt(x) not in INEXACT else None
-    if x._value.ndim != n + 2 or w._value.ndim != n + 2:
-        raise ValueError(f"{opname}: input and filters must have rank {n + 2}, got {x._value.ndim} and {w._value.ndim}.")
+    if x._aval.ndim != n + 2 or w._aval.ndim != n + 2:
+        raise ValueError(f"{opname}: input and filters must have rank {n + 2}, got {x._aval.ndim} and {w._aval.ndim}.")
     channels_last = data_format is None or not str(data_format).startswith("NC")
     st = _tuple_n(strides, n, "strides", full=n)
     dl = _tuple_n(dilations, n, "dilations", full=n)
     pad = _padding(padding, n)
-    cin = x._value.shape[-1] if channels_last else x._value.shape[1]
+    cin = x._aval.shape[-1] if channels_last else x._aval.shape[1]
     groups = 1
     if depthwise:
-        kshape = w._value.shape
+        kshape = w._aval.shape
         if kshape[-2] != cin:
             raise errors.InvalidArgumentError(f"depthwise filter in_channels {kshape[-2]} must match input depth {cin}")
         w = reshape(w, kshape[:-2] + (1, kshape[-2] * kshape[-1]))
         groups = cin
     else:
-        if cin % w._value.shape[-2]:
+        if cin % w._aval.shape[-2]:
             raise errors.InvalidArgumentError(
-                f"input depth must be evenly divisible by filter depth: {cin} vs {w._value.shape[-2]} [Op:{opname}]")
-        groups = cin // w._value.shape[-2]
+                f"input depth must be evenly divisible by filter depth: {cin} vs {w._aval.shape[-2]} [Op:{opname}]")
+        groups = cin // w._aval.shape[-2]
     return bind(_conv_p, x, w, strides=st, padding=pad, dilations=dl, channels_last=channels_last, groups=groups)
 
 
@@ -502,7 +502,7 @@ def conv3d(input: Any, filters: Any, strides: Any, padding: Any, data_format: st
 def convolution(input: Any, filters: Any, strides: Any = None, padding: str = "VALID", data_format: Any = None,  # noqa: A002
                 dilations: Any = None, name: str | None = None) -> Tensor:
     """N-D convolution (N from the input's rank), as ``tf.nn.convolution``."""
-    n = _as_t(input)._value.ndim - 2
+    n = _as_t(input)._aval.ndim - 2
     return _conv(n, input, filters, strides, padding, data_format, dilations, "Conv")
 
 
@@ -585,9 +585,9 @@ _avg_pool_p = prim("avg_pool", _avg_pool_impl)
 def _pool(p: Any, n: int | None, input: Any, ksize: Any, strides: Any, padding: Any, data_format: Any, opname: str) -> Tensor:  # noqa: A002
     x = _as_t(input)
     if n is None:
-        n = int(x._value.ndim) - 2  # (int(): the value's ndim is untyped; n is an int from here)
-    if x._value.ndim != n + 2:
-        raise ValueError(f"{opname}: input must have rank {n + 2}, got {x._value.ndim}.")
+        n = int(x._aval.ndim) - 2  # (int(): the value's ndim is untyped; n is an int from here)
+    if x._aval.ndim != n + 2:
+        raise ValueError(f"{opname}: input must have rank {n + 2}, got {x._aval.ndim}.")
     dts = NUMERIC if p is _max_pool_p else FLOAT
     check_dtype(opname, x, dts) if _dt(x) not in dts else None
     channels_last = data_format is None or not str(data_format).startswith("NC")

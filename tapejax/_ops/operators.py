@@ -91,7 +91,7 @@ def _eq(self: Any, other: Any, op: str = "equal") -> Any:
         return op != "equal"
     if _is_t(other) and _is_t(self):
         try:
-            jnp.broadcast_shapes(tuple(self._value.shape), tuple(other._value.shape))
+            jnp.broadcast_shapes(tuple(self._aval.shape), tuple(other._aval.shape))
         except ValueError:
             if _dt(self) == _dt(other):
                 return Tensor(jnp.asarray(op != "equal"))
