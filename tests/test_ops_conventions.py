@@ -465,10 +465,15 @@ def test_ops_record_only_when_watched_and_replay_compiled():
         g = t.gradient(loss, w)
     g.numpy()  # lazy mode (TAPEJAX_EXECUTION=lazy): the pending gradients run here
     info = tf.replay_cache_info()
-    # One program compiled, every later gradient answered by it (lazy mode's shape evaluation
-    # of the deferred replay makes the compile, so its three runs are all hits).
+    # One program compiled, every later gradient answered by it. Lazy mode: the shape evaluation
+    # of the deferred replay makes the compile, so its three runs are all hits, and each step's
+    # program (its forward and deferred gradient, run when the gradient returns) is one more
+    # lookup when the whole program's background compile traces it.
     assert g.shape == (3, 2) and info.misses == 1 and info.size == 1 and info.compiled == 3
-    assert info.hits == (3 if tf.config.get_execution() == "lazy" else 2)
+    if tf.config.get_execution() == "lazy":
+        assert 3 <= info.hits <= 4
+    else:
+        assert info.hits == 2
 
 
 def test_ops_doc_is_generated_and_current():
