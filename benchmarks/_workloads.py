@@ -29,6 +29,10 @@ BATCH_JACOBIAN_SIZES = {"batch_jacobian": 64, "batch_jacobian_b16": 16, "batch_j
 HESSIAN_N = 1000
 MEMORY_MLP_STEPS = 1000
 MEMORY_CHAIN_OPS = 10_000
+# Explicit Euler steps of the damped oscillator (about 10 recorded ops each): ``bench_lazy.py``'s
+# solver loop. Not in WORKLOADS: unrolled into one XLA program (``tapejax.function``, ``jax.jit``
+# of the Python loop) its compile takes minutes on CPU (see ``_workloads_jax.make_euler_loop``).
+EULER_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,23 @@ def hessian_nested_step(tf, x):
             y = tf.reduce_sum(tf.sin(x) * x**3)
         g = inner.gradient(y, x)
     return outer.gradient(g, x)
+
+
+def euler_data() -> dict:
+    return {"k": np.float32(2.0), "x0": np.array([1.0, 0.0], np.float32)}
+
+
+def euler_energy(tf, k, x, n):
+    """The oscillator's energy after ``n`` Euler steps from ``x`` (``k`` the spring constant)."""
+    for _ in range(n):
+        x = x + 0.01 * tf.stack([x[1], -k * x[0] - 0.1 * x[1]])
+    return tf.reduce_sum(x * x)
+
+
+def euler_step(tf, k, x0, n):
+    with tf.GradientTape() as tape:
+        loss = euler_energy(tf, k, x0, n)
+    return loss, tape.gradient(loss, k)
 
 
 def record_forward_taped(tf, x, n_blocks):

@@ -103,6 +103,22 @@ def make_hessian_nested(device: str) -> Callable:
     return step
 
 
+def make_euler_loop(device: str) -> Callable:
+    d = W.euler_data()
+    k = _t(d["k"], device, requires_grad=True)
+    x0 = _t(d["x0"], device)
+
+    def step() -> tuple:
+        x = x0
+        for _ in range(W.EULER_STEPS):
+            x = x + 0.01 * torch.stack([x[1], -k * x[0] - 0.1 * x[1]])
+        loss = torch.sum(x * x)
+        (g,) = torch.autograd.grad(loss, [k])
+        return loss, g
+
+    return step
+
+
 def to_numpy(out: Any) -> list:
     flat: list = []
 

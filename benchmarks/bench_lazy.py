@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKLOADS = ["scalar_chain", "mlp_step", "mlp_step_small", "hessian_nested"]
+WORKLOADS = ["scalar_chain", "mlp_step", "mlp_step_small", "hessian_nested", "euler_loop"]
 IMPLS = ["tapejax", "lazy", "tapejax.function", "jax.jit", "tf", "torch"]
 
 _CHILD = r"""
@@ -32,13 +32,16 @@ from benchmarks import run as R, _workloads as W
 workload, impl, warmup, repeats, min_run_s = {args!r}
 real = "tapejax" if impl == "lazy" else impl
 try:
+    if workload == "euler_loop" and impl == "tapejax.function":
+        # The Python loop unrolled into one XLA program: minutes of compile (_workloads_jax.make_euler_loop).
+        raise R.Unavailable("an unrolled 100-step loop compiles for minutes on XLA CPU")
     lib = R.load_lib(real, "cpu", True)
     builtin = W.has_builtin_xent(lib.module) if real.startswith(("tapejax", "tf")) else False
     step = R.build_step(workload, real, lib, {{}}, builtin)
     ref = R.build_step(workload, "jax.jit", R.load_lib("jax.jit", "cpu", True), {{}}, False) if real != "jax.jit" else None
     out = [a for a in lib.to_numpy(step())]
     ok = True
-    if ref is not None and workload in ("scalar_chain", "hessian_nested"):
+    if ref is not None and workload in ("scalar_chain", "hessian_nested", "euler_loop"):
         import numpy as np
         r = [np.asarray(a) for a in R._flatten(ref())]
         ok = all(np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(out, r))

@@ -165,6 +165,8 @@ def build_step(workload: str, impl: str, lib: Lib, sizes: dict, builtin_xent: bo
             return WJ.make_batch_jacobian(W.BATCH_JACOBIAN_SIZES[workload], jit)
         if workload == "hessian_nested":
             return WJ.make_hessian_nested(jit)
+        if workload == "euler_loop":
+            return WJ.make_euler_loop(jit)
     if impl == "torch":
         from benchmarks import _workloads_torch as WT
 
@@ -179,6 +181,8 @@ def build_step(workload: str, impl: str, lib: Lib, sizes: dict, builtin_xent: bo
             return WT.make_batch_jacobian(W.BATCH_JACOBIAN_SIZES[workload], dev)
         if workload == "hessian_nested":
             return WT.make_hessian_nested(dev)
+        if workload == "euler_loop":
+            return WT.make_euler_loop(dev)
     raise Unavailable(f"{workload} has no {impl} implementation")
 
 
@@ -212,6 +216,12 @@ def _build_tf_style(workload: str, tf: Any, compiled: bool, sizes: dict, builtin
         x = tf.constant(W.hessian_data()["x"])
         f = wrap(lambda x: W.hessian_nested_step(tf, x))
         return lambda: f(x)
+    if workload == "euler_loop":
+        d = W.euler_data()
+        k, x0 = tf.Variable(d["k"]), tf.constant(d["x0"])
+        n = W.EULER_STEPS
+        f = wrap(lambda x0: W.euler_step(tf, k, x0, n))
+        return lambda: f(x0)
     raise Unavailable(f"{workload} has no TF-style implementation")
 
 
