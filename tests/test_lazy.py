@@ -669,13 +669,15 @@ def test_a_loop_that_reads_nothing_settles_on_one_program(lazy_mode, monkeypatch
     np.testing.assert_allclose(b.numpy(), be.numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_a_deferred_gradient_runs_its_step_as_one_program_when_the_call_ends(lazy_mode, monkeypatch):
-    # The issue's materialization point "the end of a gradient() call": the program holding a
-    # deferred gradient starts running as the call returns. In a loop that reads nothing, the step's
-    # forward and its gradient are one program (the next gradient used to cut the program before its
-    # own node: the forward ran in one program and its vjp computed it again in the next), and the
-    # updates after it are pending in the next step's program.
+@pytest.mark.parametrize("at_gradient", [True, False], ids=["second-core", "one-core"])
+def test_a_deferred_gradient_runs_its_step_as_one_program(lazy_mode, monkeypatch, at_gradient):
+    # In a loop that reads nothing, a step's forward and its gradient are one program (the next
+    # gradient used to cut the program before its own node: the forward ran in one program and its
+    # vjp computed it again in the next), and the updates after it are pending in the next step's
+    # program. With a second core the program starts as the gradient call returns (the issue's
+    # "end of a gradient() call"); on one core it ends at the next tape.
     monkeypatch.setattr(config, "replay_tier", "auto")
+    monkeypatch.setattr(_lazy, "RUN_AT_GRADIENT", at_gradient)
     rng = np.random.default_rng(7)
     xs = tf.constant(rng.normal(size=(8, 3)).astype(np.float32))
     w0 = rng.normal(size=(3, 1)).astype(np.float32)
@@ -690,11 +692,15 @@ def test_a_deferred_gradient_runs_its_step_as_one_program_when_the_call_ends(laz
         with tf.GradientTape() as t:
             loss = tf.reduce_mean(tf.tanh(tf.matmul(xs, w)) ** 2)
         g = t.gradient(loss, w)
-        if g._lz is not None:  # deferred (past the replay tiers' switch)
-            assert not _lazy.pending(g) and not _lazy.pending(loss)
+        deferred = g._lz is not None  # (past the replay tiers' switch)
+        if deferred:
+            assert _lazy.pending(g) is not at_gradient and _lazy.pending(loss) is not at_gradient
             one_program += g._lz.prog is loss._lz.prog
         w.assign_sub(0.1 * g)
         assert type(w._raw) is _lazy._Cell and w._raw.value is _lazy._UNSET  # the update is pending
+        if deferred:
+            # in the next step's program, or (one core) in the gradient's, which the next tape ends
+            assert (w._raw.prog is g._lz.prog) is not at_gradient
         want = want - 0.1 * jax.grad(loss_fn)(want)
     assert one_program >= 6
     np.testing.assert_allclose(w.numpy(), want, rtol=1e-5, atol=1e-6)

@@ -53,6 +53,7 @@ class GradientTape:
     # --- context ----------------------------------------------------------------
 
     def __enter__(self) -> GradientTape:
+        _lazy.tape_starts()  # (lazy mode: a program holding a deferred gradient ends at a new tape)
         self._push_tape()
         return self
 
@@ -244,13 +245,11 @@ class GradientTape:
         """
         out, deferred = self._gradient(target, sources, output_gradients, unconnected_gradients)
         if deferred:
-            # Lazy mode: a deferred gradient ends its program, which starts running now (XLA runs it
-            # asynchronously) rather than at the next read. Called here, after ``_gradient``'s frame
-            # is gone, so the record and the slice no longer hold the forward's values: only what
-            # the caller keeps leaves the program. In a loop that reads nothing, the next gradient
-            # cut the program before its own node, so the forward ran in one program and its vjp
-            # computed it again in the next; now a step's forward and gradient are one program.
-            _lazy.flush()
+            # Lazy mode: the program holding the deferred gradient may start running now, beside
+            # Python (``_lazy.gradient_returns``). Called here, after ``_gradient``'s frame is gone,
+            # so the record and the slice no longer hold the forward's values: only what the caller
+            # keeps leaves the program.
+            _lazy.gradient_returns()
         return out
 
     def _gradient(self, target: Any, sources: Any, output_gradients: Any, unconnected_gradients: Any) -> tuple:
