@@ -117,14 +117,32 @@ def test_long_hot_slices_are_segmented_with_shared_programs(tier):
         after = tf.replay_cache_info()
         kinds.append("i" if after.interpreted > before.interpreted else "s" if after.segmented > before.segmented else "?")
     info = tf.replay_cache_info()
-    if tf.config.get_execution() == "lazy":
-        # Lazy mode does not segment (tapejax/_engine/_tiers.py): every sighting is interpreted
-        # (the values above are checked all the same), nothing compiles.
-        assert kinds == ["i"] * 6 and (info.compiled, info.size, info.background_compiles) == (0, 0, 0)
-        return
+    # (Lazy mode alike: the slice's values pending when the tiers see it, its segments are
+    # precompiled from their abstract values.)
     assert kinds == ["i", "i", "i", "s", "s", "s"]  # hot at 2, switch at hot + lag = 4
     assert (info.compiled, info.size, info.background_compiles) == (0, 0, 1)
     assert 1 <= len(_segments._programs) <= 12  # far fewer programs than the ~15 runs
+
+
+def test_a_hot_slice_with_nothing_to_precompile_stays_on_the_hot_tier(tier, monkeypatch):
+    # When the background has nothing to compile at ``hot``, the hot tier takes over there, in the
+    # foreground; the sightings up to hot + lag must stay on it, not go back to tier 0 as if a
+    # background compile were on its way (they did: segmented, interpreted, segmented; lazy mode's
+    # segmented slices met it, their values still pending when the tiers saw them).
+    from tapejax._engine import _segments
+
+    tier("auto", hot=2, lag=3, max_compile_eqns=50, segment_eqns=20, background_compile=True)
+    monkeypatch.setattr(_segments, "precompile", lambda sl, plan: None)
+    k = tf.Variable(2.0)
+    expected = float(jax.grad(_euler_jax)(2.0, 30))
+    kinds = []
+    for _ in range(6):
+        before = tf.replay_cache_info()
+        np.testing.assert_allclose(float(_euler(k, 30)), expected, rtol=1e-5)
+        after = tf.replay_cache_info()
+        kinds.append("i" if after.interpreted > before.interpreted else "s" if after.segmented > before.segmented else "?")
+    assert kinds == ["i", "s", "s", "s", "s", "s"]
+    assert tf.replay_cache_info().background_compiles == 0
 
 
 def test_segmented_tier_without_background_compile(tier):
@@ -134,9 +152,7 @@ def test_segmented_tier_without_background_compile(tier):
     for _ in range(2):
         np.testing.assert_allclose(float(_euler(k, 12)), expected, rtol=1e-5)
     info = tf.replay_cache_info()
-    # Lazy mode does not segment (tapejax/_engine/_tiers.py): interpreted instead.
-    lazy = tf.config.get_execution() == "lazy"
-    assert (info.segmented, info.interpreted) == ((0, 2) if lazy else (2, 0))
+    assert (info.segmented, info.interpreted) == (2, 0)
 
 
 def test_cache_clear_makes_slices_cold_again(tier):
@@ -303,7 +319,7 @@ def test_exit_during_a_background_compile_waits_instead_of_aborting():
     # XLA aborts the process ("terminate called ...") if Python shuts down while a compile
     # runs on the background thread: the program must exit cleanly, with status 0.
     # 25 steps: a slice short enough to be compiled whole, the background compile of eager and
-    # lazy mode alike (a longer one is segmented, which lazy mode does not do).
+    # lazy mode alike (a longer one is segmented).
     code = (
         "import tapejax as tf\n"
         "k = tf.Variable(2.0)\n"
@@ -411,12 +427,7 @@ def test_random_segmented_programs_agree_with_jax_grad(tier):
         for g, e in zip(got, expected):
             np.testing.assert_allclose(g.numpy(), np.asarray(e), rtol=5e-5, atol=1e-5, err_msg=f"case {case}")
         after = tf.replay_cache_info()
-        if tf.config.get_execution() == "lazy":
-            # Lazy mode does not segment (tapejax/_engine/_tiers.py): a slice too long to compile
-            # whole is interpreted; the values above are still checked against jax.grad.
-            assert (after.segmented, after.interpreted) == (before.segmented, before.interpreted + 1), f"case {case}"
-        else:
-            assert after.segmented == before.segmented + 1, f"case {case}"
+        assert after.segmented == before.segmented + 1, f"case {case}"
 
 
 def test_intermediate_sources_are_interpreted_not_segmented(tier):

@@ -28,8 +28,8 @@ import jax.numpy as jnp
 
 from .. import config as _config
 from .._core._kinds import INEXACT as _INEXACT
-from .._core._recorder import Tensor
-from . import _replay
+from .._core._recorder import Pending, Tensor
+from . import _kernels, _replay
 
 __all__ = ["plan_for", "gradient", "precompile", "precompile_slice", "segmentable", "clear"]
 
@@ -266,6 +266,14 @@ def gradient(sl: Any, plan: _Plan, targets: Sequence[Tensor], given: Sequence[An
     return tuple(Tensor(g) for g in _replay.sum_groups(d_cts, sl.groups))
 
 
+def _kind(v: Any) -> tuple:
+    if isinstance(v, Pending):  # lazy mode: a value not computed yet, as the array it will be
+        a = v.peek()
+        return (_kernels.ArrayImpl, (tuple(a.shape), a.dtype, a.weak_type))
+    return (type(v), () if isinstance(v, bool | int | float | complex) else
+            (tuple(jnp.shape(v)), jnp.result_type(v), jax.typeof(v).weak_type))
+
+
 def precompile(sl: Any, plan: _Plan) -> Callable[[], None] | None:
     """A thunk that compiles the plan's distinct segment programs, run on stand-in zeros of
     the inputs' shapes and kinds (the thunk holds no tensor of the tape)."""
@@ -274,9 +282,7 @@ def precompile(sl: Any, plan: _Plan) -> Callable[[], None] | None:
         if seg is None or seg.key in todo:
             continue
         try:
-            kinds = [(type(v), () if isinstance(v, bool | int | float | complex) else
-                      (tuple(jnp.shape(v)), jnp.result_type(v), jax.typeof(v).weak_type))
-                     for v in (_value(sl, s, f) for s, f in zip(seg.in_slots, seg.fetch))]
+            kinds = [_kind(v) for v in (_value(sl, s, f) for s, f in zip(seg.in_slots, seg.fetch))]
         except TypeError:
             return None
         todo[seg.key] = (seg.active, kinds)

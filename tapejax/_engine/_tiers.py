@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import config as _config
-from . import _lazy, _replay, _segments
+from . import _replay, _segments
 
 __all__ = ["choose", "reset", "MODES"]
 
@@ -98,7 +98,7 @@ def choose(sl: Any, key_extra: tuple, compile_now: Callable[[], Callable[[], Any
     hot_tier = "compile"
     if len(sl.code) > _config.replay_max_compile_eqns:
         # Too long to compile whole: once hot, the segmented tier (compiled runs of equations).
-        if int(getattr(_config, "replay_segment_eqns", 0)) <= 0 or _lazy.enabled() or not _segments.segmentable(sl):
+        if int(getattr(_config, "replay_segment_eqns", 0)) <= 0 or not _segments.segmentable(sl):
             _count("interpreted")
             return "interpret"
         hot_tier = "segment"
@@ -134,7 +134,8 @@ def choose(sl: Any, key_extra: tuple, compile_now: Callable[[], Callable[[], Any
         # switch now; the compile happens in the foreground.
         _count(_COUNTER[hot_tier])
         return hot_tier
-    if background and n < hot + lag:
+    if background and n < hot + lag and ready is not None:
+        # (a background compile is on its way; without one the hot tier took over at ``hot``)
         _count("interpreted")
         return "pending"
     if ready is not None:
