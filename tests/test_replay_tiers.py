@@ -103,19 +103,26 @@ def test_long_slices_stay_interpreted_without_segments(tier):
     assert (info.interpreted, info.compiled, info.segmented, info.size) == (3, 0, 0, 0)
 
 
+def _segmented_kinds(n, runs):
+    """Each run's tier ("i" interpreted, "s" segmented) for a fresh ``n``-step Euler gradient, its
+    value checked against jax.grad every run."""
+    k = tf.Variable(2.0)
+    expected = float(jax.grad(_euler_jax)(2.0, n))
+    kinds = []
+    for _ in range(runs):
+        before = tf.replay_cache_info()
+        np.testing.assert_allclose(float(_euler(k, n)), expected, rtol=1e-5)
+        after = tf.replay_cache_info()
+        kinds.append("i" if after.interpreted > before.interpreted else "s" if after.segmented > before.segmented else "?")
+    return kinds
+
+
 def test_long_hot_slices_are_segmented_with_shared_programs(tier):
     # 30 Euler steps (~300 equations) in runs of 20: the loop body's runs share programs.
     from tapejax._engine import _segments
 
     tier("auto", hot=2, lag=2, max_compile_eqns=50, segment_eqns=20, background_compile=True)
-    k = tf.Variable(2.0)
-    expected = float(jax.grad(_euler_jax)(2.0, 30))
-    kinds = []
-    for _ in range(6):
-        before = tf.replay_cache_info()
-        np.testing.assert_allclose(float(_euler(k, 30)), expected, rtol=1e-5)
-        after = tf.replay_cache_info()
-        kinds.append("i" if after.interpreted > before.interpreted else "s" if after.segmented > before.segmented else "?")
+    kinds = _segmented_kinds(30, 6)
     info = tf.replay_cache_info()
     # (Lazy mode alike: the slice's values pending when the tiers see it, its segments are
     # precompiled from their abstract values.)
@@ -133,14 +140,7 @@ def test_a_hot_slice_with_nothing_to_precompile_stays_on_the_hot_tier(tier, monk
 
     tier("auto", hot=2, lag=3, max_compile_eqns=50, segment_eqns=20, background_compile=True)
     monkeypatch.setattr(_segments, "precompile", lambda sl, plan: None)
-    k = tf.Variable(2.0)
-    expected = float(jax.grad(_euler_jax)(2.0, 30))
-    kinds = []
-    for _ in range(6):
-        before = tf.replay_cache_info()
-        np.testing.assert_allclose(float(_euler(k, 30)), expected, rtol=1e-5)
-        after = tf.replay_cache_info()
-        kinds.append("i" if after.interpreted > before.interpreted else "s" if after.segmented > before.segmented else "?")
+    kinds = _segmented_kinds(30, 6)
     assert kinds == ["i", "s", "s", "s", "s", "s"]
     assert tf.replay_cache_info().background_compiles == 0
 

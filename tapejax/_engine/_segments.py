@@ -268,8 +268,7 @@ def gradient(sl: Any, plan: _Plan, targets: Sequence[Tensor], given: Sequence[An
 
 def _kind(v: Any) -> tuple:
     if isinstance(v, Pending):  # lazy mode: a value not computed yet, as the array it will be
-        a = v.peek()
-        return (_kernels.ArrayImpl, (tuple(a.shape), a.dtype, a.weak_type))
+        return (_kernels.ArrayImpl, _replay._aval(v))
     return (type(v), () if isinstance(v, bool | int | float | complex) else
             (tuple(jnp.shape(v)), jnp.result_type(v), jax.typeof(v).weak_type))
 
