@@ -217,6 +217,34 @@ def test_compiled_after_repeat(lazy_mode, monkeypatch):
         np.testing.assert_allclose(g, want, rtol=1e-6)
 
 
+def test_background_compiled_program_keeps_values_uncommitted(lazy_mode, monkeypatch):
+    # Eager mode (and jit) leave a computation on uncommitted arrays uncommitted: such a value may
+    # still meet an array committed to another device, and a jit it reaches later is not compiled
+    # again for a placement. A program compiled in the background must return the same arrays: the
+    # values before and after its switch agree in commitment, and a committed input's stays committed.
+    lag = 2
+    monkeypatch.setattr(config, "replay_lag", lag)
+    monkeypatch.setattr(config, "replay_background_compile", True)
+    x = tf.constant([0.3, 0.7])
+    pinned = tf.constant(jax.device_put(np.float32([1.5, 2.5]), jax.devices()[0]))
+    c = 9.0 + len(_lazy._programs) * 1e-3  # (a structure no earlier test ran)
+    before = _lazy.stats()
+    outs = []
+    for _ in range(_lazy.HOT + 2 * lag + 3):
+        a = (tf.exp(x) * c + 1.0)._value  # (read: one program, then the next)
+        b = (tf.tanh(pinned) * c)._value
+        outs.append((a, b))
+    after = _lazy.stats()
+    assert after["runs_compiled"] - before["runs_compiled"] >= 6
+    assert after["background_compiles"] - before["background_compiles"] == 2
+    assert [va.committed for va, _ in outs] == [False] * len(outs)
+    assert [vb.committed for _, vb in outs] == [True] * len(outs)
+    want = np.exp(np.float32([0.3, 0.7])) * np.float32(c) + np.float32(1.0)
+    for va, vb in outs:
+        np.testing.assert_allclose(np.asarray(va), want, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(vb), np.tanh(np.float32([1.5, 2.5])) * np.float32(c), rtol=1e-6)
+
+
 def test_compiled_in_the_foreground_without_background_compiles(lazy_mode, monkeypatch):
     monkeypatch.setattr(config, "replay_background_compile", False)
     x = tf.constant([0.3, 0.4])

@@ -1041,7 +1041,11 @@ def _warm(prog: Program, live: tuple) -> Any:
         specs = []
         for v in prog.inputs:
             t = jax.typeof(v)
-            sh = getattr(v, "sharding", None) if type(v) is _ArrayImpl else None
+            # An uncommitted input is given no sharding: with one, the compiled program's outputs
+            # come back committed where jit's (and eager mode's) do not, and every jit they later
+            # reach compiles again for that placement (the lazy Euler loop: three segment pullbacks
+            # recompiled, 1.5 s in one step) and refuses arrays committed to another device.
+            sh = v.sharding if type(v) is _ArrayImpl and v._committed else None
             specs.append(jax.ShapeDtypeStruct(t.shape, t.dtype, weak_type=t.weak_type, sharding=sh))
     except TypeError:
         return _Ready(jitted)
