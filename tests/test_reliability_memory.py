@@ -290,7 +290,11 @@ def test_shape_changing_loop_is_bounded_by_the_replay_cache(restore_cache_size, 
     lowered0 = _live_lowerings()
     rss0 = _rss_kib()
     reps = 3
-    for _ in range(reps):
+    lowered_last = None
+    for r in range(reps):
+        if r == reps - 1:
+            gc.collect()
+            lowered_last = _live_lowerings()
         for n in shapes:  # a new shape every step, cycling through more shapes than the cache holds
             step(n)
     gc.collect()
@@ -301,8 +305,10 @@ def test_shape_changing_loop_is_bounded_by_the_replay_cache(restore_cache_size, 
     if lazy:
         # Lazy mode: a step's pending program is compiled whole from its second sighting on, the
         # replay inlined in it, so the replay cache is looked up only by the shape evaluation, the
-        # op-by-op runs and that compile's trace; still one build per miss, evictions past 3.
-        assert info.misses == len(made) and info.evictions == info.misses - 3 and info.misses >= len(shapes)
+        # op-by-op runs and that compile's trace; still one build per miss, evictions past 3. (That
+        # trace runs on the background compile's thread: a key it misses while the step misses it
+        # too is built twice, two misses for one entry, so evictions may fall short of misses - 3.)
+        assert info.misses == len(made) and info.evictions <= info.misses - 3 and info.misses >= len(shapes)
     else:
         assert info.hits == 0 and info.misses == total  # LRU of 3 over a cycle of 10: always a miss
         assert info.evictions == total - 3, (info, len(made))
@@ -311,15 +317,28 @@ def test_shape_changing_loop_is_bounded_by_the_replay_cache(restore_cache_size, 
     assert alive <= 3, f"{alive} compiled replays alive with a cache of 3: evicted programs leak"
     lowered1 = _live_lowerings()
     if lowered0 is not None:
-        # jax's own count of lowered/compiled programs does not grow with each evicted replay
-        # (lazy mode: nor beyond its own cache of whole-step programs, one per shape here).
-        bound = lowered0 + (len(shapes) if lazy else 0)
-        assert lowered1 <= bound, f"jax keeps {lowered1 - lowered0} more compiled programs"
+        # jax's own count of lowered/compiled programs does not grow with each evicted replay.
+        # Lazy mode compiles its own programs per shape (the whole step, the deferred vjp) up to
+        # the third sighting, whichever tests ran before: from there on, no growth.
+        bound = lowered_last if lazy else lowered0
+        assert lowered1 <= bound, f"jax keeps {lowered1 - bound} more compiled programs"
     assert _rss_kib() - rss0 < 64 * 1024
 
 
 @pytest.mark.usefixtures("compile_tier")
-def test_replay_cache_statistics_count_hits_misses_and_evictions(restore_cache_size):
+def test_replay_cache_statistics_count_hits_misses_and_evictions(restore_cache_size, monkeypatch):
+    # The cache's lookups, counted independently of its statistics: eager mode looks up once per
+    # gradient; lazy mode (TAPEJAX_EXECUTION=lazy) by the deferred node's shape evaluation, its
+    # op-by-op runs and the trace of the whole step's compile (which the program cache of earlier
+    # tests may hold already), so there only their sum is fixed.
+    lookups = [0]
+    get = _replay._cache.get
+
+    def counting_get(key, make):
+        lookups[0] += 1
+        return get(key, make)
+
+    monkeypatch.setattr(_replay._cache, "get", counting_get)
     tf.replay_cache_clear()
     info = tf.replay_cache_info()
     assert (info.hits, info.misses, info.evictions, info.size) == (0, 0, 0, 0)
@@ -330,7 +349,10 @@ def test_replay_cache_statistics_count_hits_misses_and_evictions(restore_cache_s
             y = tf.reduce_sum(tf.tanh(x))
         np.testing.assert_allclose(t.gradient(y, x).numpy(), 1 - np.tanh([1.0, 2.0]) ** 2, rtol=1e-5)
     info = tf.replay_cache_info()
-    assert (info.hits, info.misses, info.size) == (2, 1, 1)
+    assert (info.misses, info.size) == (1, 1)
+    assert info.hits + info.misses == lookups[0]
+    if tf.config.get_execution() != "lazy":
+        assert info.hits == 2 and lookups[0] == 3
     tf.set_replay_cache_size(1)
     z = tf.constant([1.0, 2.0, 3.0])  # a new shape: a new program, evicting the old one
     with tf.GradientTape() as t:
