@@ -73,11 +73,20 @@ def _case(rng: random.Random, nrng: np.random.Generator) -> dict:
         # The operand: the last value mostly, else one of the first (the program's first cells,
         # slots 0 and 1: a slot's encoding must never be taken for anything else).
         src = rng.choice([-1, -1, -1, 0, 1])
-        if rng.random() < 0.4:
+        r = rng.random()
+        if r < 0.35:
             calls.append(("unary", rng.choice(ODD_UNARY if odd else UNARY), src))
+        elif r < 0.42:
+            # A reduction over every axis or one (in range or not), keepdims or not.
+            calls.append(("reduce", rng.choice(["reduce_sum", "reduce_mean", "reduce_max"]),
+                          rng.choice([None, None, 0, -1, 1, 2]), rng.random() < 0.3, src))
+        elif r < 0.5:
+            # A layer's product: the matrix a variable, a concrete tensor or a pending value (a
+            # scalar or vector operand raises on both paths).
+            calls.append(("matmul", rng.choice(["variable", "variable", "concrete", "pending"]), rng.random() < 0.3, src))
         else:
-            other = rng.choice(["scalar", "scalar", "scalar", "pending", "pending", "broadcast", "concrete"]
-                               + ["mixed"] * (rng.random() < 0.2))
+            other = rng.choice(["scalar", "scalar", "scalar", "pending", "pending", "broadcast", "concrete",
+                                "variable", "variable", "assigned"] + ["mixed"] * (rng.random() < 0.2))
             calls.append(("binary", rng.choice(ODD_BINARY if odd else BINARY), other, rng.choice(SCALARS),
                           rng.random() < 0.3, src))
     if dtype == "bool":
@@ -94,11 +103,29 @@ def _chain(case: dict, x: Any, errors: list) -> list:
     # Two pending values to draw operands from, then the calls; a call that raises is noted (its
     # class and message must be the same on both paths) and the chain goes on without it.
     pool = [x + x, x * x if case["dtype"] != "bool" else x]
+    # Variables: one concrete, one assigned in this program (it holds a pending value), and the
+    # matrices of ``matmul`` calls (the last axis's size, square).
+    var = tf.Variable(case["x0"])
+    assigned = tf.Variable(case["x0"])
+    k = case["shape"][-1] if case["shape"] else 1
+    w0 = (np.eye(k) * 0.5 + 0.125).astype(case["dtype"])
+    mats = {"variable": tf.Variable(w0), "concrete": tf.constant(w0)}
+    try:
+        assigned.assign_add(pool[0])
+        mats["pending"] = mats["concrete"] + mats["concrete"]
+    except Exception as e:  # noqa: BLE001 - (bool: no add; the same on both paths)
+        errors.append((type(e).__name__, str(e)))
+        mats["pending"] = mats["concrete"]
     for c in case["calls"]:
         a = pool[c[-1]]
         try:
             if c[0] == "unary":
                 y = M.OPS[c[1]](a)
+            elif c[0] == "reduce":
+                y = getattr(tf, c[1])(a, axis=c[2], keepdims=c[3])
+            elif c[0] == "matmul":
+                w = mats[c[1]]
+                y = tf.matmul(w if c[2] and a.shape.rank == 2 else a, a if c[2] and a.shape.rank == 2 else w)
             else:
                 _, name, other, s, swap, _src = c
                 if other == "scalar":
@@ -109,6 +136,10 @@ def _chain(case: dict, x: Any, errors: list) -> list:
                     b = pool[0][..., :1] if a.shape.rank else pool[0]
                 elif other == "concrete":
                     b = tf.constant(case["x0"])
+                elif other == "variable":
+                    b = var
+                elif other == "assigned":
+                    b = assigned
                 else:
                     b = tf.constant(np.ones(case["shape"], np.float16))
                 y = M.OPS[name](b, a) if swap else M.OPS[name](a, b)
@@ -281,19 +312,89 @@ def test_the_harness_finds_a_1_in_200_bug(lazy: None, monkeypatch: pytest.Monkey
     real_emit = _lazy._emit
 
     def faulty_emit(prog: Any, prim: Any, sl: tuple, node: tuple, rec: Any, in_ids: tuple, in_vals: tuple,
-                    new_sc: Any = None) -> Any:
+                    new_sc: Any = None, ps: Any = None, new_arr: Any = None) -> Any:
         count[0] += 1
         if count[0] % 200 == 0:
             if len(sl) == 2 and new_sc is None:
                 sl = (sl[1], sl[0])
             else:
                 in_ids = tuple(None for _ in in_ids)
-        return real_emit(prog, prim, sl, node, rec, in_ids, in_vals, new_sc)
+        return real_emit(prog, prim, sl, node, rec, in_ids, in_vals, new_sc, ps, new_arr)
 
     monkeypatch.setattr(_lazy, "_emit", faulty_emit)
     bad, _ = _program(seed=20, n=120)
     assert count[0] >= 200, count
     assert bad
+
+
+def test_the_harness_finds_a_1_in_200_bug_in_the_mixed_branch(lazy: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same for ``_lazy.mixed`` alone (a concrete tensor, a variable or a matmul operand): one of
+    # its 200 deferred calls gets its operands' wiring swapped or its recorded input ids dropped.
+    count = [0]
+    real_emit = _lazy._emit
+
+    def faulty_emit(prog: Any, prim: Any, sl: tuple, node: tuple, rec: Any, in_ids: tuple, in_vals: tuple,
+                    new_sc: Any = None, ps: Any = None, new_arr: Any = None) -> Any:
+        if ps is not None:  # (only ``mixed`` passes the parameter dict)
+            count[0] += 1
+            if count[0] % 200 == 0:
+                if sl[0] != sl[1]:
+                    sl = (sl[1], sl[0])
+                else:
+                    in_ids = (None, None)
+        return real_emit(prog, prim, sl, node, rec, in_ids, in_vals, new_sc, ps, new_arr)
+
+    monkeypatch.setattr(_lazy, "_emit", faulty_emit)
+    bad, _ = _program(seed=20, n=120)
+    assert count[0] >= 200, count
+    assert bad
+
+
+def test_variables_and_concrete_operands_take_the_mixed_branch(lazy: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A dense layer's ops: ``x @ W`` (the step's first op, concrete operands), ``h + b`` (a
+    # variable), ``h - y`` (a concrete tensor) and an update's variable, all deferred by ``mixed``
+    # once seen, with gradients equal to eager mode's.
+    hits: list = []
+    real = _lazy.mixed
+
+    def spy(prim: Any, *a: Any) -> Any:
+        out = real(prim, *a)
+        if out is not NotImplemented:
+            hits.append(prim.name)
+        return out
+
+    monkeypatch.setattr(_lazy, "mixed", spy)
+    rng = np.random.default_rng(3)
+    x = tf.constant(rng.standard_normal((4, 3)).astype(np.float32))
+    y = tf.constant(rng.standard_normal((4, 2)).astype(np.float32))
+
+    def run() -> list:
+        w = tf.Variable(rng.standard_normal((3, 2)).astype(np.float32))
+        b = tf.Variable(np.float32([0.5, -0.5]))
+        out = []
+        for _ in range(4):
+            hits.clear()
+            with tf.GradientTape() as t:
+                h = tf.matmul(x, w) + b
+                loss = tf.reduce_sum(tf.square(h - y) * b)
+            gw, gb = t.gradient(loss, [w, b])
+            b.assign_sub(0.1 * gb)
+            out.append((loss.numpy(), gw.numpy(), gb.numpy(), b.numpy()))
+        return out
+
+    lazy_out = run()
+    assert sorted(hits) == ["add", "matmul", "multiply", "subtract"], hits
+    rng = np.random.default_rng(3)
+    x = tf.constant(rng.standard_normal((4, 3)).astype(np.float32))
+    y = tf.constant(rng.standard_normal((4, 2)).astype(np.float32))
+    config.set_execution("eager")
+    try:
+        eager_out = run()
+    finally:
+        config.set_execution("lazy")
+    for got, want in zip(lazy_out, eager_out):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
 def test_a_scalar_first_operand_new_to_the_program_beside_its_first_value(lazy: None) -> None:

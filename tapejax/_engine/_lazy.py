@@ -68,7 +68,7 @@ _SCALARS = (float, int, bool, complex)
 # A concrete jax.Array's class (never a tracer). Not ``type(jnp.zeros(()))``: creating an array at
 # import would start the XLA backend, and jax.distributed.initialize() (MultiWorkerMirroredStrategy)
 # must run before that.
-_ArrayImpl = _kernels.ArrayImpl
+_ArrayImpl: Any = _kernels.ArrayImpl
 _VB_VALUE = VariableBase._value
 
 
@@ -551,14 +551,15 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     return outs[0]
 
 
-def unary(prim: Primitive, x: Tensor, dts: frozenset) -> Any:
+def unary(prim: Primitive, x: Tensor, dts: frozenset, pkey: tuple = (), params: dict | None = None) -> Any:
     """``prim(x)`` (no static parameters) for the op layer's lazy fast path: ``x`` a lazy tensor.
 
     The common case of a training step, a unary op on a value pending in this thread's program,
     deferred with the node ``_lazy_bind``'s fast path keys the same way (so both give one program
     key) and nothing else: no argument list, no key list, no general checks. Anything else (a
     computed or foreign value, a dtype the op does not accept, a node not seen yet, a tracer or
-    accumulator) is NotImplemented, and the op takes its general path.
+    accumulator) is NotImplemented, and the op takes its general path. ``pkey``: static parameters
+    as ``_lazy_bind`` keys them (``bind``'s keyword order), ``params`` their dict (a reduction's).
     """
     c: Any = x._lz
     prog: Any = _tls.prog  # (None fails the first test: a cell's program is never None)
@@ -569,11 +570,11 @@ def unary(prim: Primitive, x: Tensor, dts: frozenset) -> Any:
     if sd["tracing"] or sd["bound"] is not None or sd["accumulators"]:
         return NotImplemented
     s = c.slot
-    node = _fast_nodes.get((prim, (), prog.x64, len(prog.cells) - s, c.aid))
+    node = _fast_nodes.get((prim, pkey, prog.x64, len(prog.cells) - s, c.aid))
     if not node or len(node[0]) != 1 or prim.multiple_results:  # (None: not seen yet; False: runs eagerly)
         return NotImplemented
     sl = (~s,)
-    return _emit(prog, prim, _slot_tuples.setdefault(sl, sl), node, sd["recording"], (x._id,), (c,))
+    return _emit(prog, prim, _slot_tuples.setdefault(sl, sl), node, sd["recording"], (x._id,), (c,), None, params)
 
 
 def binary(prim: Primitive, x: Any, y: Any, dts: frozenset, fdts: frozenset) -> Any:
@@ -588,8 +589,9 @@ def binary(prim: Primitive, x: Any, y: Any, dts: frozenset, fdts: frozenset) -> 
     if tx is Tensor and ty is Tensor:
         c = x._lz
         d = y._lz
-        if c is None or d is None or c.prog is not prog or d.prog is not prog or c.value is not _UNSET \
-                or d.value is not _UNSET or c.key[1] != d.key[1] or c.key[1] not in dts:
+        if c is None or d is None or c.value is not _UNSET or d.value is not _UNSET:
+            return mixed(prim, x, y, dts)
+        if c.prog is not prog or d.prog is not prog or c.key[1] != d.key[1] or c.key[1] not in dts:
             return NotImplemented
         nc = len(prog.cells)
         s = c.slot
@@ -606,8 +608,9 @@ def binary(prim: Primitive, x: Any, y: Any, dts: frozenset, fdts: frozenset) -> 
             c, a, ta = y._lz, x, tx
         else:
             return NotImplemented
-        if c is None or c.prog is not prog or c.value is not _UNSET or c.key[1] not in fdts \
-                or not (ta is float or (ta is int and -2147483648 <= a < 2147483648)):
+        if not (ta is float or (ta is int and -2147483648 <= a < 2147483648)):
+            return mixed(prim, x, y, dts)
+        if c is None or c.prog is not prog or c.value is not _UNSET or c.key[1] not in fdts:
             return NotImplemented
         # (type, value) keeps 1 and 1.0 apart; repr for 0 (-0.0 vs 0.0) and NaN: ``_lazy_bind``'s key.
         sc = (ta, a) if a and a == a else (ta, repr(a))
@@ -639,16 +642,144 @@ def binary(prim: Primitive, x: Any, y: Any, dts: frozenset, fdts: frozenset) -> 
     return _emit(prog, prim, sl, node, sd["recording"], ids, vals, sc)
 
 
+def mixed(prim: Primitive, x: Any, y: Any, dts: frozenset, pkey: tuple = (), params: dict | None = None) -> Any:
+    """``prim(x, y)`` for the op layer's lazy fast path when an operand is not pending: a concrete
+    tensor, or a plain variable (its value concrete, or pending in this thread's program), beside a
+    pending tensor or another such operand: ``h + b`` and ``tf.matmul(h, W)`` of every layer.
+
+    Deferred as ``_lazy_bind``'s fast path defers it, with the same node key (a concrete array: a
+    new-input mark or its distance back among the inputs, and its interned aval), so both paths
+    give a program one key. The two operands must have one dtype in ``dts``; ``pkey`` is the static
+    parameters as ``_lazy_bind`` keys them (the call's keyword order) and ``params`` their dict.
+    Anything else is NotImplemented, and the op takes its general path (which checks the operands
+    and registers the node: a node found here passed those checks with these avals).
+    """
+    sd = state.__dict__
+    if sd["tracing"] or sd["bound"] is not None or sd["accumulators"] or not _pure.get(prim, False):
+        return NotImplemented
+    prog = _tls.prog
+    if prog is None or prog.done:
+        # A step's first op (``tf.matmul(x, W)``): a new program here, as ``_lazy_bind``'s fast path starts one.
+        prog = _tls.prog = Program(_X64.value)
+    elif prog.x64 is not _X64.value:
+        return NotImplemented
+    nc = len(prog.cells)
+    n_in = len(prog.inputs)
+    key: list = [prim, pkey, prog.x64]
+    sl = []
+    ids: list = []
+    vals: list = []
+    new_arr: Any = None
+    dtype = None
+    c: Any
+    v: Any
+    for a in (x, y):
+        ta = type(a)
+        if ta is Tensor:
+            c = a._lz
+            if c is None:
+                v = a._value
+            elif c.value is _UNSET:
+                if c.prog is not prog:
+                    return NotImplemented
+                s = c.slot
+                key.append(nc - s)
+                key.append(c.aid)
+                sl.append(~s)
+                ids.append(a._id)
+                vals.append(c)
+                d = c.key[1]
+                if dtype is None:
+                    dtype = d
+                elif d != dtype:
+                    return NotImplemented
+                continue
+            else:  # computed by a program that ran: a concrete value now
+                v = c.value
+            i: Any = a._id
+        elif ta is not float and ta is not int and issubclass(ta, VariableBase) and ta._value is _VB_VALUE:
+            v = a._raw
+            if type(v) is _Cell:
+                if v.value is _UNSET:
+                    if v.prog is not prog:
+                        return NotImplemented
+                    s = v.slot
+                    key.append(nc - s)
+                    key.append(v.aid)
+                    sl.append(~s)
+                    ids.append(a)  # (its read: registered once the op is sure to be deferred)
+                    vals.append(v)
+                    d = v.key[1]
+                    if dtype is None:
+                        dtype = d
+                    elif d != dtype:
+                        return NotImplemented
+                    continue
+                v = v.value  # assigned by a program that ran
+            i = a
+        else:
+            return NotImplemented
+        if type(v) is not _ArrayImpl:
+            return NotImplemented
+        av = v.aval
+        d = av.dtype
+        if dtype is None:
+            dtype = d
+        elif d != dtype:
+            return NotImplemented
+        # A concrete array: a new input of the program, or one already there (``_lazy_bind``'s key).
+        j = prog.arrs.get(id(v))
+        if j is None and new_arr is not None and new_arr[0] is v:
+            j = n_in
+        if j is not None:
+            key.append(-2)
+            key.append(n_in - j)
+            sl.append(j)
+        else:
+            key.append(-1)
+            sl.append(n_in if new_arr is None else n_in + 1)
+            if new_arr is None:
+                new_arr = [v]
+            else:
+                new_arr.append(v)
+        key.append(_aval_id((av.shape, d, av.weak_type)))
+        ids.append(i)
+        vals.append(v)
+    if dtype not in dts:
+        return NotImplemented
+    node = _fast_nodes.get(tuple(key))
+    if not node or len(node[0]) != 1 or prim.multiple_results:  # (None: not seen yet; False: runs eagerly)
+        return NotImplemented
+    rec = sd["recording"]
+    if rec:
+        for k in (0, 1):
+            i = ids[k]
+            if type(i) is not int:  # a variable: its read, now (a handle on what it holds)
+                v = vals[k]
+                lt = LazyTensor(v) if type(v) is _Cell else Tensor(v)
+                read_variable(i, lt)
+                ids[k] = lt._id
+    t = tuple(sl)
+    return _emit(prog, prim, _slot_tuples.setdefault(t, t), node, rec, tuple(ids), tuple(vals), None,
+                 {} if params is None else params, new_arr)
+
+
 def _emit(prog: Program, prim: Primitive, sl: tuple, node: tuple, rec: Any, in_ids: tuple, in_vals: tuple,
-          new_sc: Any = None) -> Any:
+          new_sc: Any = None, ps: dict | None = None, new_arr: list | None = None) -> Any:
     # The single-output node ``node`` on ``sl`` joins ``prog`` and is recorded where a tape watches
-    # an input: ``_lazy_bind``'s fast path, for the op layer's fast branches (``unary``, ``binary``).
+    # an input: ``_lazy_bind``'s fast path, for the op layer's fast branches (``unary``, ``binary``,
+    # ``mixed``). ``new_arr``: concrete arrays new to the program, its next inputs in slot order.
     outs_av, out_keys, inexact, nid, out_aids = node
     lock = prog.lock
     lock.acquire()
     try:
         if prog.done:  # another thread ran it (it read a value): the general path starts a new one
             return NotImplemented
+        if new_arr is not None:
+            arrs = prog.arrs
+            for v in new_arr:
+                arrs[id(v)] = len(prog.inputs)
+                prog.inputs.append(v)
         if new_sc is not None:
             # A Python scalar new to the program (at the position ``in_ids`` marks None): its input,
             # given under the lock with the node that reads it, as ``_lazy_bind`` commits new inputs.
@@ -665,7 +796,8 @@ def _emit(prog: Program, prim: Primitive, sl: tuple, node: tuple, rec: Any, in_i
         nc = len(cells)
         # One parameter dict for the node and the equation, as ``bind``'s keywords give one: a dict
         # is an object the cyclic collector counts, and a 200-op step stays under its threshold.
-        ps: dict = {}
+        if ps is None:
+            ps = {}
         prog.nodes.append((prim, ps, sl, 1))
         prog.key.append(nid)
         c = _new_cellobj(_Cell)  # (``_Cell.__init__``'s stores without its frame)
@@ -819,22 +951,17 @@ def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tup
         elif isinstance(a, VariableBase):
             raw = getattr(a, "_raw", None)
             if type(raw) is _Cell and raw.value is _UNSET and raw.prog is prog:
-                # A variable assigned lazily: its read is a handle on the pending value.
-                lt = LazyTensor(raw)
-                if st.recording:
-                    read_variable(a, lt)
+                # A variable assigned lazily: its read is a handle on the pending value (registered
+                # on the tapes below, once the op is sure to be deferred, as the fast path does: an
+                # op that runs eagerly reads it there, and must find no read of it here).
                 slots.append(~raw.slot)
                 wires.append(nc - raw.slot)
                 avals.append(raw.key)
-                ids.append(lt._id)
+                ids.append(a)
                 vals.append(raw)
                 has_cell = True
                 continue
-            if st.recording:
-                t = read_variable(a)
-                v, i = t._value, t._id
-            else:
-                v, i = a._value, None
+            v, i = a._value, (a if st.recording else None)  # (its read: below, as above)
         else:
             v, i = a, None
         av = _const_aval(v)
@@ -889,6 +1016,13 @@ def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tup
         _stats["fallback"] += 1
         return NotImplemented
     outs_av, out_keys, inexact, nid, out_aids = node
+    if st.recording:
+        for k, i in enumerate(ids):
+            if i is not None and type(i) is not int:  # a variable: its read, now
+                v = vals[k]
+                lt = LazyTensor(v) if type(v) is _Cell else Tensor(v)
+                read_variable(i, lt)
+                ids[k] = lt._id
     with prog.lock:
         # Another thread that reads a value of this program runs it under the same lock:
         # a node is either in the run or in a new program, never lost between the two.
@@ -1168,11 +1302,15 @@ def update(var: VariableBase, op: str, v: Any) -> Any:
     Lazy mode: a pending value (the variable then holds a ``Pending`` cell, forced by
     any read that is not an op of the same program). Otherwise the eager update.
     """
-    st = state
-    if _enabled and not st.tracing and st.bound is None and type(var)._v is VariableBase._v:
+    sd = state.__dict__
+    if _enabled and not sd["tracing"] and sd["bound"] is None and type(var)._v is VariableBase._v:
         if op == "assign":
             return v
-        out = _lazy_bind(_UPDATE[op], (var._raw, v), {})
+        prim = _UPDATE[op]
+        raw = var._raw
+        out = NotImplemented if sd["accumulators"] else _update_fast(prim, raw, v)
+        if out is NotImplemented:
+            out = _lazy_bind(prim, (raw, v), {})
         if out is not NotImplemented:
             return out._lz
     if type(v) is _Cell:
@@ -1180,6 +1318,48 @@ def update(var: VariableBase, op: str, v: Any) -> Any:
     if op == "assign":
         return v
     return _EAGER_UPDATE[op](var._value, v)
+
+
+def _update_fast(prim: Primitive, raw: Any, v: Any) -> Any:
+    # An optimizer's update of a variable by a value pending in this thread's program (the step's
+    # gradient times the rate): ``_lazy_bind``'s fast path for its two operands (the variable's value,
+    # concrete or pending, and the pending delta) with its node key, nothing else. Not recorded
+    # (an update is no differentiable op), so no ids, no variable read. Anything else: NotImplemented.
+    prog = _tls.prog
+    if prog is None or prog.done or prog.x64 is not _X64.value or type(v) is not _Cell or v.prog is not prog \
+            or v.value is not _UNSET:
+        return NotImplemented
+    nc = len(prog.cells)
+    r = v.slot
+    tr = type(raw)
+    if tr is _Cell and raw.value is not _UNSET:  # assigned by a program that ran
+        raw = raw.value
+        tr = type(raw)
+    new: Any = None
+    if tr is _Cell:
+        if raw.prog is not prog:
+            return NotImplemented
+        s = raw.slot
+        key: tuple = (prim, (), prog.x64, nc - s, raw.aid, nc - r, v.aid)
+        sl: tuple = (~s, ~r)
+    elif tr is _ArrayImpl:
+        av = raw.aval
+        aid = _aval_id((av.shape, av.dtype, av.weak_type))
+        n_in = len(prog.inputs)
+        j = prog.arrs.get(id(raw))
+        if j is None:
+            key = (prim, (), prog.x64, -1, aid, nc - r, v.aid)
+            sl = (n_in, ~r)
+            new = [raw]
+        else:
+            key = (prim, (), prog.x64, -2, n_in - j, aid, nc - r, v.aid)
+            sl = (j, ~r)
+    else:
+        return NotImplemented
+    node = _fast_nodes.get(key)
+    if not node or len(node[0]) != 1:  # (None: not seen yet; False: runs eagerly)
+        return NotImplemented
+    return _emit(prog, prim, _slot_tuples.setdefault(sl, sl), node, (), (None, None), (raw, v), None, None, new)
 
 
 # ---- the gradient in lazy mode ------------------------------------------------------------

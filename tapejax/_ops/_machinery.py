@@ -78,6 +78,14 @@ def fast_values(x: Any, y: Any) -> tuple | None:
             return vx, vy
     return None
 
+def lazy_mixed(prim: Primitive, x: Any, y: Any, dts: frozenset, pkey: tuple, params: dict) -> Any:
+    """Lazy mode: ``prim(x, y)`` deferred by ``_lazy.mixed`` (pending, concrete or variable
+    operands), or NotImplemented (not lazy mode, or the op's general path must see it)."""
+    if FAST_PATHS and _rec.lazy_bind is not None:
+        return _lazy.mixed(prim, x, y, dts, pkey, params)
+    return NotImplemented
+
+
 # The op fast paths generated into the TF-signature functions (``define``): a concrete eager
 # Tensor of an accepted dtype runs its kernel's parameter-free fast program when every input is
 # small (``_engine._kernels``: the choice ``_mode`` makes), any other call goes through the kernel's
@@ -226,6 +234,22 @@ _REDUCE_FAST = """\
                     if st["recording"]:
                         return _bind_ran(_p, x, v, out, ps)
                     return _T(out)
+    elif type(x) is _T and x._lz is not None and ({2} is False or {2} is True) and _M.FAST_PATHS:
+        # Lazy mode: a pending tensor is deferred by ``_lazy.unary`` with the parameters ``bind``
+        # below would give (its keyword order: the node key's), or takes the general path.
+        if {1} is None:
+            out = _lz_unary(_p, x, _dts, (("axis", None), ("keepdims", {2})), {{"axis": None, "keepdims": {2}}})
+        elif type({1}) is int:
+            nd = len(x._lz.aval.shape)
+            if -nd <= {1} < nd:
+                ax = ({1} % nd,)
+                out = _lz_unary(_p, x, _dts, (("axis", ax), ("keepdims", {2})), {{"axis": ax, "keepdims": {2}}})
+            else:
+                out = NotImplemented
+        else:
+            out = NotImplemented
+        if out is not NotImplemented:
+            return out
 """
 
 

@@ -36,6 +36,7 @@ from ._machinery import (
     _is_t,
     check_dtype,
     fast_values,
+    lazy_mixed,
     norm_axis,
     prim,
     same_dtype,
@@ -59,6 +60,7 @@ prim("matmul_grad_a", lambda c, b: lax.dot_general(c, b, (((1,), (1,)), ((), ())
 prim("matmul_grad_b", lambda c, a: jnp.transpose(lax.dot_general(c, a, (((0,), (0,)), ((), ())))))
 _MATMUL_PARAMS = {"ta": False, "tb": False, "aa": False, "ab": False}
 _MATMUL_KEY = tuple(sorted(_MATMUL_PARAMS.items()))
+_MATMUL_PKEY = tuple(_MATMUL_PARAMS.items())  # (lazy mode's node key: ``bind``'s keyword order below)
 _matmul_run2 = _matmul_p.impl.run2  # type: ignore[attr-defined]
 
 
@@ -84,6 +86,12 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
                 if state.__dict__["recording"]:  # (one thread-local lookup)
                     return bind_ran2(_matmul_p, a, b, va, vb, out, dict(_MATMUL_PARAMS))
                 return Tensor(out)
+        else:
+            # Lazy mode: ``h @ W`` of a layer (pending, concrete or variable operands) deferred
+            # without the general path's conversions (its node passed the checks below once).
+            out = lazy_mixed(_matmul_p, a, b, NUMERIC, _MATMUL_PKEY, dict(_MATMUL_PARAMS))
+            if out is not NotImplemented:
+                return out
     a, b = _binary_operands("MatMul", a, b)
     a, b = _as_t(a), _as_t(b)
     if (transpose_a and adjoint_a) or (transpose_b and adjoint_b):

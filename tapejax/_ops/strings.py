@@ -101,6 +101,9 @@ for _name in _STRUCTURAL:
         PRIMS[_name].impl = _by_index(PRIMS[_name].impl)
 
 
+_VB_VALUE = VariableBase._value
+
+
 def _is_str_operand(x: Any) -> bool:
     if isinstance(x, Tensor | VariableBase):
         return is_string_value(x._aval)  # never forces a lazy tensor (it is never a string)
@@ -252,7 +255,9 @@ def _wrap_binary(name: str, string_fn: Callable, otype: Any) -> None:
         # lazy tensor (``_lz`` set; its ``_value`` is not read: that would run its program): the
         # numeric case goes straight through, without the operand tests.
         if type(x) is Tensor and (x._lz is not None or type(x._value) is _Array) and (
-                type(y) in _NUMBERS or (type(y) is Tensor and (y._lz is not None or type(y._value) is _Array))):
+                type(y) in _NUMBERS or (type(y) is Tensor and (y._lz is not None or type(y._value) is _Array))
+                # a plain variable holding a JAX array: ``h + b`` of a layer
+                or (isinstance(y, VariableBase) and type(y)._value is _VB_VALUE and type(y._raw) is _Array)):
             return numeric(x, y)
         if _is_str_operand(x) or _is_str_operand(y):
             return strings_op(x, y)

@@ -121,7 +121,8 @@ class GradientTape:
         """The variables watched so far, deduplicated, in the order they were created."""
         if self._tape is not None:
             return tuple(sorted(self._tape.variables.values(), key=lambda v: v._uid))
-        return self._watched_variables
+        # (kept unsorted by ``_end_use``: sorted here, if ever asked for, not at every gradient)
+        return tuple(sorted(self._watched_variables, key=lambda v: v._uid))
 
     @contextlib.contextmanager
     def stop_recording(self) -> Iterator[None]:
@@ -176,7 +177,7 @@ class GradientTape:
     def _end_use(self) -> None:
         if not self._persistent and self._tape is not None:
             # Keep only what watched_variables() must still answer; drop the record.
-            self._watched_variables = self.watched_variables()
+            self._watched_variables = tuple(self._tape.variables.values())
             self._tape = None
 
     def _source_ids(self, tape: _core.Tape, flat_sources: list, targets: list, known: dict) -> list:
@@ -254,11 +255,20 @@ class GradientTape:
 
     def _gradient(self, target: Any, sources: Any, output_gradients: Any, unconnected_gradients: Any) -> tuple:
         tape = self._begin_use("gradient")
-        ug = _unconnected(unconnected_gradients)
-        flat_targets, _ = _flatten(target)
-        _check_tensors(flat_targets, "targets")
-        flat_sources, sources_def = _flatten(sources)
-        _check_tensors(flat_sources, "sources")
+        ug = unconnected_gradients if unconnected_gradients is UnconnectedGradients.NONE else \
+            _unconnected(unconnected_gradients)
+        # A training step's call (one tensor, a list of variables) without the pytree walk.
+        if isinstance(target, Tensor):
+            flat_targets = [target]
+        else:
+            flat_targets, _ = _flatten(target)
+            _check_tensors(flat_targets, "targets")
+        sources_def = None
+        if type(sources) is list and all(isinstance(s, Tensor | VariableBase) for s in sources):
+            flat_sources = sources
+        else:
+            flat_sources, sources_def = _flatten(sources)
+            _check_tensors(flat_sources, "sources")
         targets = [_as_target(t) for t in flat_targets]
         sl, diff_sources = self._cut(tape, targets, flat_sources)
         cots, cot_ids, cot_given = _output_gradients(output_gradients, targets)
@@ -317,6 +327,8 @@ class GradientTape:
                 out.append(None)
         if _config.explain_none_gradients and any(g is None for g in out):
             _tape_common.warn_none_gradients(tape, targets, flat_sources, out)
+        if sources_def is None:  # (a flat list: TF gives a list)
+            return out, defer and tier == "compile"
         return _jacobian._like(sources, jax.tree_util.tree_unflatten(sources_def, out)), defer and tier == "compile"
 
     @staticmethod
