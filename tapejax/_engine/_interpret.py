@@ -53,8 +53,16 @@ def handle(i: int | None, v: Any) -> Any:
     return t
 
 
+# Concrete arrays and Python scalars: never tracers, told apart by type alone (every eager
+# gradient asks this of its slice's leaves; ``isinstance`` on the Tracer class is the slow test).
+_CONCRETE_TYPES = frozenset({_kernels.ArrayImpl, np.ndarray, float, int, bool, complex, type(None)})
+
+
 def _is_tracer(vals: Sequence[Any]) -> bool:
-    return any(isinstance(v, jax.core.Tracer) for v in vals)
+    for v in vals:
+        if type(v) not in _CONCRETE_TYPES and isinstance(v, jax.core.Tracer):
+            return True
+    return False
 
 
 def _aval(v: Any) -> Any:

@@ -438,7 +438,8 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
                     key.append(-1)
                     slots.append(len(prog.inputs) + len(new_arr))
                     new_arr.append(v)
-                key.append(_aval_id((v.shape, v.dtype, v.weak_type)))
+                av = v.aval  # (``shape``, ``dtype`` and ``weak_type`` are Python properties over it)
+                key.append(_aval_id((av.shape, av.dtype, av.weak_type)))
                 if rec:
                     ids.append(i)
                     vals.append(v)
@@ -532,7 +533,23 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
             t._id = _next_id()
             outs: Any = (t,)
         else:
-            outs = tuple([LazyTensor(_new_cell(prog, oa, ok, ai)) for oa, ok, ai in zip(outs_av, out_keys, out_aids)])
+            # (a deferred gradient's outputs, one per source: cells and tensors built without
+            # their ``__init__`` frames, as ``_emit`` builds one)
+            outs_l = []
+            for oa, ok, ai in zip(outs_av, out_keys, out_aids):
+                c = _new_cellobj(_Cell)
+                c.aval = oa
+                c.key = ok
+                c.value = _UNSET
+                c.prog = prog
+                c.slot = len(cells)
+                c.aid = ai
+                cells.append(c)
+                t = _new_tensor(Tensor)
+                t._lz = c
+                t._id = _next_id()
+                outs_l.append(t)
+            outs = tuple(outs_l)
     finally:
         if lock is not None:
             lock.release()

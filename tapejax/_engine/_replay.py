@@ -453,9 +453,10 @@ def cut(tape: Any, targets: Sequence[Tensor], source_ids: Sequence[tuple], known
         return build_slice(eqns, targets, source_ids, known)
     b = tape.first_id
     try:
+        # (list comprehensions: a generator per source cost a training step's gradient µs)
         key = (tuple(sig),
-               tuple((t._id - b if t._id >= b else -t._id, t._aval.dtype in _INEXACT) for t in targets),
-               tuple(tuple(i - b if i >= b else -i for i in ids) for ids in source_ids),
+               tuple([(t._id - b if t._id >= b else -t._id, t._aval.dtype in _INEXACT) for t in targets]),
+               tuple([tuple([i - b if i >= b else -i for i in ids]) for ids in source_ids]),
                tuple([_aval(v) for v in known.values()]),
                _X64.value)
         with _cuts_lock:

@@ -213,14 +213,14 @@ class GradientTape:
             if t._aval.dtype not in INEXACT:
                 _vlog("The dtype of the target tensor must be floating (e.g. tf.float32) when calling "
                       "GradientTape.gradient, got %r", from_np(t._aval.dtype))
-        for s in flat_sources:
-            if s._aval.dtype not in INEXACT:
+        diff_sources = [s._aval.dtype in INEXACT for s in flat_sources]  # (one aval read a source)
+        for s, d in zip(flat_sources, diff_sources):
+            if not d:
                 _vlog("The dtype of the source tensor must be floating (e.g. tf.float32) when calling "
                       "GradientTape.gradient, got %r", from_np(s._aval.dtype))
         # Lazy mode: a pending value stays pending (``_lazy.peek``); see ``gradient``.
         known: dict = {t._id: _lazy.peek(t) for t in targets}
         source_ids = self._source_ids(tape, flat_sources, targets, known)
-        diff_sources = [s._aval.dtype in INEXACT for s in flat_sources]
         source_ids = [ids if d else () for ids, d in zip(source_ids, diff_sources)]
         return _replay.cut(tape, targets, source_ids, known), diff_sources
 
