@@ -682,13 +682,58 @@ def mixed(prim: Primitive, x: Any, y: Any, dts: frozenset, pkey: tuple = (), par
         return NotImplemented
     nc = len(prog.cells)
     n_in = len(prog.inputs)
+    rec = sd["recording"]
+    xa: Any = x  # (typed Any: the checks below must not narrow ``x`` and ``y`` for the loop after them)
+    ya: Any = y
+    c: Any = xa._lz if type(xa) is Tensor else None
+    if c is not None and c.value is _UNSET and c.prog is prog:
+        # A layer's ``h @ W``, ``h + b`` and a loss's ``h - y``: a pending tensor, then a plain
+        # variable or a tensor holding a concrete array, keyed without the operand loop below
+        # (the same key).
+        ty = type(ya)
+        w: Any = None
+        yid: Any = None
+        if ty is Tensor:
+            if ya._lz is None:
+                w = ya._value
+                yid = ya._id
+        elif isinstance(ya, VariableBase) and ty._value is _VB_VALUE:
+            w = ya._raw
+            if type(w) is _Cell and w.value is not _UNSET:
+                # Assigned by a program that ran (last step's update): its array from now on, as
+                # the variable's own read (``VariableBase._v``) keeps it.
+                w = ya._raw = w.value
+        if type(w) is _ArrayImpl:
+            av = w.aval
+            d = av.dtype
+            if d != c.key[1] or d not in dts:
+                return NotImplemented
+            s = c.slot
+            aid = _aval_id((av.shape, d, av.weak_type))
+            j = prog.arrs.get(id(w))
+            if j is None:
+                k1: tuple = (prim, pkey, prog.x64, nc - s, c.aid, -1, aid)
+                s1: tuple = (~s, n_in)
+                new1: Any = [w]
+            else:
+                k1 = (prim, pkey, prog.x64, nc - s, c.aid, -2, n_in - j, aid)
+                s1 = (~s, j)
+                new1 = None
+            node = _fast_nodes.get(k1)
+            if not node or len(node[0]) != 1 or prim.multiple_results:
+                return NotImplemented
+            if ty is not Tensor and rec:
+                lt = Tensor(w)
+                read_variable(ya, lt)
+                yid = lt._id
+            return _emit(prog, prim, _slot_tuples.setdefault(s1, s1), node, rec, (xa._id, yid), (c, w), None,
+                         {} if params is None else params, new1)
     key: list = [prim, pkey, prog.x64]
     sl = []
     ids: list = []
     vals: list = []
     new_arr: Any = None
     dtype = None
-    c: Any
     v: Any
     for a in (x, y):
         ta = type(a)
@@ -767,7 +812,6 @@ def mixed(prim: Primitive, x: Any, y: Any, dts: frozenset, pkey: tuple = (), par
     node = _fast_nodes.get(tuple(key))
     if not node or len(node[0]) != 1 or prim.multiple_results:  # (None: not seen yet; False: runs eagerly)
         return NotImplemented
-    rec = sd["recording"]
     if rec:
         for k in (0, 1):
             i = ids[k]

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import errors
-from .._core._recorder import Tensor, VariableBase, read_variable
+from .._core._recorder import Pending, Tensor, VariableBase, read_variable
 from .._engine import _kernels
 from ._dtypes import as_dtype
 from ._machinery import EXPORTS, OPS, PRIMS, _export
@@ -256,8 +256,9 @@ def _wrap_binary(name: str, string_fn: Callable, otype: Any) -> None:
         # numeric case goes straight through, without the operand tests.
         if type(x) is Tensor and (x._lz is not None or type(x._value) is _Array) and (
                 type(y) in _NUMBERS or (type(y) is Tensor and (y._lz is not None or type(y._value) is _Array))
-                # a plain variable holding a JAX array: ``h + b`` of a layer
-                or (isinstance(y, VariableBase) and type(y)._value is _VB_VALUE and type(y._raw) is _Array)):
+                # a plain variable holding a JAX array or a lazy value (never a string): ``h + b``
+                or (isinstance(y, VariableBase) and type(y)._value is _VB_VALUE
+                    and (type(y._raw) is _Array or isinstance(y._raw, Pending)))):
             return numeric(x, y)
         if _is_str_operand(x) or _is_str_operand(y):
             return strings_op(x, y)
