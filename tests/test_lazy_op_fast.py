@@ -305,23 +305,29 @@ def test_the_fast_branches_are_taken(lazy: None, monkeypatch: pytest.MonkeyPatch
     assert sorted(hits) == ["add", "multiply", "sin", "tanh"], hits
 
 
+def _faulty_emit(real_emit: Any, count: list, mixed_only: bool) -> Any:
+    # ``_lazy._emit`` with a fault in one call of 200 (of ``mixed``'s calls only: two operands and a
+    # parameter dict): the operands' wiring swapped, or (one operand, or the same one twice) the
+    # recorded input ids dropped.
+    def faulty_emit(prog: Any, prim: Any, sl: tuple, node: tuple, rec: Any, in_ids: tuple, in_vals: tuple,
+                    new_sc: Any = None, ps: Any = None, new_arr: Any = None) -> Any:
+        if not mixed_only or (ps is not None and len(sl) == 2):
+            count[0] += 1
+            if count[0] % 200 == 0:
+                if len(sl) == 2 and new_sc is None and sl[0] != sl[1]:
+                    sl = (sl[1], sl[0])
+                else:
+                    in_ids = tuple(None for _ in in_ids)
+        return real_emit(prog, prim, sl, node, rec, in_ids, in_vals, new_sc, ps, new_arr)
+
+    return faulty_emit
+
+
 def test_the_harness_finds_a_1_in_200_bug(lazy: None, monkeypatch: pytest.MonkeyPatch) -> None:
     # A fault in one fast-branch call of 200: the operands' wiring swapped (a wrong slot), or an
     # input id dropped from the recorded equation. The random program must report it.
     count = [0]
-    real_emit = _lazy._emit
-
-    def faulty_emit(prog: Any, prim: Any, sl: tuple, node: tuple, rec: Any, in_ids: tuple, in_vals: tuple,
-                    new_sc: Any = None, ps: Any = None, new_arr: Any = None) -> Any:
-        count[0] += 1
-        if count[0] % 200 == 0:
-            if len(sl) == 2 and new_sc is None:
-                sl = (sl[1], sl[0])
-            else:
-                in_ids = tuple(None for _ in in_ids)
-        return real_emit(prog, prim, sl, node, rec, in_ids, in_vals, new_sc, ps, new_arr)
-
-    monkeypatch.setattr(_lazy, "_emit", faulty_emit)
+    monkeypatch.setattr(_lazy, "_emit", _faulty_emit(_lazy._emit, count, mixed_only=False))
     bad, _ = _program(seed=20, n=120)
     assert count[0] >= 200, count
     assert bad
@@ -331,20 +337,7 @@ def test_the_harness_finds_a_1_in_200_bug_in_the_mixed_branch(lazy: None, monkey
     # The same for ``_lazy.mixed`` alone (a concrete tensor, a variable or a matmul operand): one of
     # its 200 deferred calls gets its operands' wiring swapped or its recorded input ids dropped.
     count = [0]
-    real_emit = _lazy._emit
-
-    def faulty_emit(prog: Any, prim: Any, sl: tuple, node: tuple, rec: Any, in_ids: tuple, in_vals: tuple,
-                    new_sc: Any = None, ps: Any = None, new_arr: Any = None) -> Any:
-        if ps is not None:  # (only ``mixed`` passes the parameter dict)
-            count[0] += 1
-            if count[0] % 200 == 0:
-                if sl[0] != sl[1]:
-                    sl = (sl[1], sl[0])
-                else:
-                    in_ids = (None, None)
-        return real_emit(prog, prim, sl, node, rec, in_ids, in_vals, new_sc, ps, new_arr)
-
-    monkeypatch.setattr(_lazy, "_emit", faulty_emit)
+    monkeypatch.setattr(_lazy, "_emit", _faulty_emit(_lazy._emit, count, mixed_only=True))
     bad, _ = _program(seed=20, n=120)
     assert count[0] >= 200, count
     assert bad

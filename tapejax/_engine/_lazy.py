@@ -334,6 +334,19 @@ _SLOT_TUPLES_MAX = 100_000
 _fast_nodes: dict = {}
 
 
+def _read_variables(ids: list, vals: list) -> None:
+    # The variable operands' reads (a variable in ``ids``, its value, pending or concrete, in
+    # ``vals``), once their op is sure to be deferred: a handle on the value, registered on the
+    # recording tapes, its id in the variable's place. Registered earlier, an op that then runs
+    # eagerly would read the variable twice.
+    for k, i in enumerate(ids):
+        if i is not None and type(i) is not int:
+            v = vals[k]
+            lt = LazyTensor(v) if type(v) is _Cell else Tensor(v)
+            read_variable(i, lt)
+            ids[k] = lt._id
+
+
 def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
     """The per-op hook: defer ``prim`` on ``args``, or NotImplemented (run it eagerly).
 
@@ -496,12 +509,7 @@ def _lazy_bind(prim: Primitive, args: tuple, params: dict) -> Any:
         return NotImplemented
     outs_av, out_keys, inexact, nid, out_aids = node
     if rec:
-        for k, i in enumerate(ids):
-            if i is not None and type(i) is not int:  # a variable: its read, now
-                v = vals[k]
-                lt = LazyTensor(v) if type(v) is _Cell else Tensor(v)
-                read_variable(i, lt)
-                ids[k] = lt._id
+        _read_variables(ids, vals)
     # acquire/release, not ``with``: the context manager's two method calls cost more than
     # the appends it guards (another thread may be running this program: it read a value).
     lock = prog.lock
@@ -737,50 +745,35 @@ def mixed(prim: Primitive, x: Any, y: Any, dts: frozenset, pkey: tuple = (), par
     v: Any
     for a in (x, y):
         ta = type(a)
+        i: Any
         if ta is Tensor:
-            c = a._lz
-            if c is None:
+            v = a._lz
+            if v is None:
                 v = a._value
-            elif c.value is _UNSET:
-                if c.prog is not prog:
+            i = a._id
+        elif ta is not float and ta is not int and issubclass(ta, VariableBase) and ta._value is _VB_VALUE:
+            v = a._raw
+            i = a  # (its read: registered once the op is sure to be deferred)
+        else:
+            return NotImplemented
+        if type(v) is _Cell:
+            if v.value is not _UNSET:  # computed by a program that ran: a concrete value now
+                v = v.value
+            else:
+                if v.prog is not prog:
                     return NotImplemented
-                s = c.slot
+                s = v.slot
                 key.append(nc - s)
-                key.append(c.aid)
+                key.append(v.aid)
                 sl.append(~s)
-                ids.append(a._id)
-                vals.append(c)
-                d = c.key[1]
+                ids.append(i)
+                vals.append(v)
+                d = v.key[1]
                 if dtype is None:
                     dtype = d
                 elif d != dtype:
                     return NotImplemented
                 continue
-            else:  # computed by a program that ran: a concrete value now
-                v = c.value
-            i: Any = a._id
-        elif ta is not float and ta is not int and issubclass(ta, VariableBase) and ta._value is _VB_VALUE:
-            v = a._raw
-            if type(v) is _Cell:
-                if v.value is _UNSET:
-                    if v.prog is not prog:
-                        return NotImplemented
-                    s = v.slot
-                    key.append(nc - s)
-                    key.append(v.aid)
-                    sl.append(~s)
-                    ids.append(a)  # (its read: registered once the op is sure to be deferred)
-                    vals.append(v)
-                    d = v.key[1]
-                    if dtype is None:
-                        dtype = d
-                    elif d != dtype:
-                        return NotImplemented
-                    continue
-                v = v.value  # assigned by a program that ran
-            i = a
-        else:
-            return NotImplemented
         if type(v) is not _ArrayImpl:
             return NotImplemented
         av = v.aval
@@ -813,13 +806,7 @@ def mixed(prim: Primitive, x: Any, y: Any, dts: frozenset, pkey: tuple = (), par
     if not node or len(node[0]) != 1 or prim.multiple_results:  # (None: not seen yet; False: runs eagerly)
         return NotImplemented
     if rec:
-        for k in (0, 1):
-            i = ids[k]
-            if type(i) is not int:  # a variable: its read, now (a handle on what it holds)
-                v = vals[k]
-                lt = LazyTensor(v) if type(v) is _Cell else Tensor(v)
-                read_variable(i, lt)
-                ids[k] = lt._id
+        _read_variables(ids, vals)
     t = tuple(sl)
     return _emit(prog, prim, _slot_tuples.setdefault(t, t), node, rec, tuple(ids), tuple(vals), None,
                  {} if params is None else params, new_arr)
@@ -1078,12 +1065,7 @@ def _lazy_bind_general(prim: Primitive, args: tuple, params: dict, fast_key: tup
         return NotImplemented
     outs_av, out_keys, inexact, nid, out_aids = node
     if st.recording:
-        for k, i in enumerate(ids):
-            if i is not None and type(i) is not int:  # a variable: its read, now
-                v = vals[k]
-                lt = LazyTensor(v) if type(v) is _Cell else Tensor(v)
-                read_variable(i, lt)
-                ids[k] = lt._id
+        _read_variables(ids, vals)
     with prog.lock:
         # Another thread that reads a value of this program runs it under the same lock:
         # a node is either in the run or in a new program, never lost between the two.
