@@ -307,15 +307,20 @@ def test_the_fast_branches_are_taken(lazy: None, monkeypatch: pytest.MonkeyPatch
 
 def _faulty_emit(real_emit: Any, count: list, mixed_only: bool) -> Any:
     # ``_lazy._emit`` with a fault in one call of 200 (of ``mixed``'s calls only: two operands and a
-    # parameter dict): the operands' wiring swapped, or (one operand, or the same one twice) the
-    # recorded input ids dropped.
+    # parameter dict): an operand wired to another value of the program (the other operand, the cell
+    # or input just before its own), else the recorded input ids dropped. (A swap of the two operands
+    # would go unseen on a commutative op, dropped ids on an unwatched one.)
     def faulty_emit(prog: Any, prim: Any, sl: tuple, node: tuple, rec: Any, in_ids: tuple, in_vals: tuple,
                     new_sc: Any = None, ps: Any = None, new_arr: Any = None) -> Any:
         if not mixed_only or (ps is not None and len(sl) == 2):
             count[0] += 1
             if count[0] % 200 == 0:
                 if len(sl) == 2 and new_sc is None and sl[0] != sl[1]:
-                    sl = (sl[1], sl[0])
+                    sl = (sl[0], sl[0])
+                elif sl[0] < -1:  # (cell ~s, s >= 1: wired to cell s - 1)
+                    sl = (sl[0] + 1,) + sl[1:]
+                elif sl[0] >= 1:  # (input j >= 1: wired to input j - 1)
+                    sl = (sl[0] - 1,) + sl[1:]
                 else:
                     in_ids = tuple(None for _ in in_ids)
         return real_emit(prog, prim, sl, node, rec, in_ids, in_vals, new_sc, ps, new_arr)
