@@ -334,6 +334,18 @@ _SLOT_TUPLES_MAX = 100_000
 _fast_nodes: dict = {}
 
 
+def _array_wire(prog: Program, w: Any, n_in: int) -> tuple:
+    # A concrete array operand of the fast branches, as ``_lazy_bind``'s key sees it: its key part
+    # (a new-input mark, or its distance back among the inputs, then its interned aval), its slot,
+    # and the new-input list to commit with the node (None: already an input).
+    av = w.aval
+    aid = _aval_id((av.shape, av.dtype, av.weak_type))
+    j = prog.arrs.get(id(w))
+    if j is None:
+        return (-1, aid), n_in, [w]
+    return (-2, n_in - j, aid), j, None
+
+
 def _read_variables(ids: list, vals: list) -> None:
     # The variable operands' reads (a variable in ``ids``, its value, pending or concrete, in
     # ``vals``), once their op is sure to be deferred: a handle on the value, registered on the
@@ -712,22 +724,13 @@ def mixed(prim: Primitive, x: Any, y: Any, dts: frozenset, pkey: tuple = (), par
                 # the variable's own read (``VariableBase._v``) keeps it.
                 w = ya._raw = w.value
         if type(w) is _ArrayImpl:
-            av = w.aval
-            d = av.dtype
+            d = w.aval.dtype
             if d != c.key[1] or d not in dts:
                 return NotImplemented
             s = c.slot
-            aid = _aval_id((av.shape, d, av.weak_type))
-            j = prog.arrs.get(id(w))
-            if j is None:
-                k1: tuple = (prim, pkey, prog.x64, nc - s, c.aid, -1, aid)
-                s1: tuple = (~s, n_in)
-                new1: Any = [w]
-            else:
-                k1 = (prim, pkey, prog.x64, nc - s, c.aid, -2, n_in - j, aid)
-                s1 = (~s, j)
-                new1 = None
-            node = _fast_nodes.get(k1)
+            kp, j, new1 = _array_wire(prog, w, n_in)
+            s1 = (~s, j)
+            node = _fast_nodes.get((prim, pkey, prog.x64, nc - s, c.aid) + kp)
             if not node or len(node[0]) != 1 or prim.multiple_results:
                 return NotImplemented
             if ty is not Tensor and rec:
@@ -1386,17 +1389,9 @@ def _update_fast(prim: Primitive, raw: Any, v: Any) -> Any:
         key: tuple = (prim, (), prog.x64, nc - s, raw.aid, nc - r, v.aid)
         sl: tuple = (~s, ~r)
     elif tr is _ArrayImpl:
-        av = raw.aval
-        aid = _aval_id((av.shape, av.dtype, av.weak_type))
-        n_in = len(prog.inputs)
-        j = prog.arrs.get(id(raw))
-        if j is None:
-            key = (prim, (), prog.x64, -1, aid, nc - r, v.aid)
-            sl = (n_in, ~r)
-            new = [raw]
-        else:
-            key = (prim, (), prog.x64, -2, n_in - j, aid, nc - r, v.aid)
-            sl = (j, ~r)
+        kp, j, new = _array_wire(prog, raw, len(prog.inputs))
+        key = (prim, (), prog.x64) + kp + (nc - r, v.aid)
+        sl = (j, ~r)
     else:
         return NotImplemented
     node = _fast_nodes.get(key)
