@@ -404,3 +404,72 @@ def test_random_programs_give_the_same_bits_with_and_without_the_shared_context(
         assert lines, r.stderr[-3000:]
         digests.append(json.loads(lines[0][7:])["digest"])
     assert digests[0] == digests[1]
+
+
+# ---- whole programs: the fast pipeline's build first, the full one at a count (FastFirst) --------
+
+
+def test_fast_first_runs_the_fast_program_until_the_count_then_the_full_one(monkeypatch):
+    monkeypatch.setattr(config, "replay_fast_runs", 8)
+    built = []
+
+    def build_full():
+        built.append(len(ran))  # (the run during which the background build began)
+        return lambda x: ("full", 2 * x)
+
+    ran = []
+    ff = _kernels.FastFirst(lambda x: ("fast", 2 * x), build_full)
+    for i in range(12):
+        kind, v = ff(i)
+        ran.append(kind)
+        assert v == 2 * i
+    # The full build starts at run 8 // 4 = 2 and takes over at run 8, whatever the machine's speed.
+    assert ran == ["fast"] * 7 + ["full"] * 5
+    assert built == [1] and ff.upgraded
+
+
+def test_fast_first_keeps_the_fast_program_when_the_full_build_fails(monkeypatch):
+    monkeypatch.setattr(config, "replay_fast_runs", 4)
+
+    def build_full():
+        raise RuntimeError("XLA ran out of something")
+
+    ff = _kernels.FastFirst(lambda x: x + 1, build_full)
+    assert [ff(i) for i in range(10)] == list(range(1, 11))
+    assert not ff.upgraded
+
+
+def test_a_short_loop_never_builds_the_full_program(monkeypatch):
+    monkeypatch.setattr(config, "replay_fast_runs", 1000)
+    built = []
+    ff = _kernels.FastFirst(lambda x: x, lambda: built.append(1))
+    for i in range(249):  # (the full build would begin at run 250)
+        ff(i)
+    assert built == [] and ff.done is None
+
+
+@pytest.mark.parametrize(("shapes", "runs", "want"), [
+    ([(16, 32), (32, 32), ()], 1000, True),
+    ([(16, 32), (33, 32)], 1000, False),  # an array over kernel_fast_compile_elements
+    ([(4,)], 0, False),  # replay_fast_runs = 0: the full pipeline at once
+])
+def test_which_programs_are_built_fast_first(monkeypatch, shapes, runs, want):
+    monkeypatch.setattr(config, "replay_fast_runs", runs)
+    monkeypatch.setattr(config, "kernel_fast_compile_elements", 1024)
+    assert _kernels.fast_first_eligible(shapes) is (want and jax.default_backend() == "cpu")
+
+
+def test_a_long_program_is_built_by_the_full_pipeline_at_once(monkeypatch):
+    monkeypatch.setattr(config, "replay_fast_runs", 1000)
+
+    def chain(x, n):
+        for _ in range(n):
+            x = jnp.sin(x) * 1.5 + 0.1
+        return x
+
+    spec = jax.ShapeDtypeStruct((3,), jnp.float32)
+    short = jax.jit(lambda x: chain(x, 10)).lower(spec)
+    long = jax.jit(lambda x: chain(x, _kernels.FAST_FIRST_MAX_OPS)).lower(spec)
+    on_cpu = jax.default_backend() == "cpu"
+    assert _kernels.fast_first_eligible([(3,)], short) is on_cpu
+    assert _kernels.fast_first_eligible([(3,)], long) is False

@@ -299,6 +299,44 @@ def test_warming_runs_keep_kernels_on_the_host(lazy_mode, monkeypatch):
     assert not any(warming)  # answered on the host again, none compiled
 
 
+
+def test_a_recurring_program_keeps_kernels_on_the_host_before_it_is_hot(lazy_mode, monkeypatch):
+    # A structure seen before is compiled whole at its HOT + replay_lag-th sighting: a kernel whose
+    # host budget runs out before then is answered on the host again, not compiled for the few op by
+    # op runs left (a training loop's forward kernels compiled at its 9th step, their host budget
+    # spent, and were replaced ten steps later: mlp_step_small 180 ms).
+    from tapejax._engine import _kernels
+
+    lag = 4
+    monkeypatch.setattr(config, "replay_lag", lag)
+    monkeypatch.setattr(config, "replay_background_compile", True)
+    monkeypatch.setattr(config, "kernel_host_first_calls", 2)  # (spent at the third step)
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
+    x = tf.constant(np.linspace(0.2, 0.8, 5, dtype=np.float32))
+    c = 11.0 + len(_lazy._programs) * 1e-3  # (a structure no earlier test ran)
+    calls: list = []
+    real = _kernels._host_eval
+    now = [0]
+
+    def spy(jitted: object, table: dict, args: tuple, host: bool = False) -> object:
+        out = real(jitted, table, args, host)
+        calls.append((now[0], out is None))
+        return out
+
+    monkeypatch.setattr(_kernels, "_host_eval", spy)
+
+    def step() -> np.ndarray:
+        now[0] += 1
+        return (tf.sin(x * c) - c).numpy()
+
+    outs = [step() for _ in range(_lazy.HOT + 2 * lag + 1)]
+    want = np.sin(np.linspace(0.2, 0.8, 5, dtype=np.float32) * np.float32(c)) - np.float32(c)
+    for o in outs:
+        np.testing.assert_allclose(o, want, rtol=1e-6)
+    before_hot = [compiled for k, compiled in calls if 3 <= k < _lazy.HOT + 2 * lag]
+    assert len(before_hot) >= 2 * (_lazy.HOT + 2 * lag - 3)  # (two kernels a run, past their budget)
+    assert not any(before_hot)
+
 def test_value_printed(lazy_mode, capsys):
     y = tf.constant([1.0, 2.0]) * 3.0
     print(y)
@@ -1208,3 +1246,77 @@ def test_a_program_run_between_the_fast_key_and_the_node_keeps_wirings_apart(mon
             np.testing.assert_allclose(r.numpy(), w * np.float32(c), rtol=1e-6)
     finally:
         config.set_execution(old)
+
+
+def _step_programs():
+    from tapejax._engine import _kernels
+
+    return {k: e.compiled for k, e in list(_lazy._programs.items())
+            if type(e) is _lazy._Ready and isinstance(e.compiled, _kernels.FastFirst)}
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the fast pipeline's options are XLA:CPU's")
+def test_a_small_step_program_is_built_fast_first(lazy_mode, monkeypatch):
+    # A small training step's whole program runs its fast-built form for ``replay_fast_runs`` runs,
+    # then the full pipeline's; every step's values are jax.grad's, before, across and after both
+    # switches (the replay tiers', then this program's fast and full forms).
+    monkeypatch.setattr(config, "replay_tier", "auto")
+    monkeypatch.setattr(config, "replay_background_compile", True)
+    monkeypatch.setattr(config, "replay_fast_runs", 6)
+    rng = np.random.default_rng(11)
+    xs = rng.normal(size=(8, 3)).astype(np.float32)
+    w0 = rng.normal(size=(3, 2)).astype(np.float32)
+    before = set(_lazy._programs)
+
+    def loss_fn(w):
+        return jnp.mean(jnp.tanh(xs @ w) ** 2)
+
+    w = tf.Variable(w0)
+    x = tf.constant(xs)
+    want = jnp.asarray(w0)
+    n = config.replay_hot + config.replay_lag + _lazy.HOT + config.replay_lag + 12
+    for step in range(n):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.tanh(tf.matmul(x, w)) ** 2)
+        g = t.gradient(loss, w)
+        np.testing.assert_allclose(g.numpy(), jax.grad(loss_fn)(want), rtol=1e-5, atol=1e-6, err_msg=f"step {step}")
+        w.assign_sub(0.1 * g)
+        want = want - 0.1 * jax.grad(loss_fn)(want)
+    np.testing.assert_allclose(w.numpy(), want, rtol=1e-5, atol=1e-6)
+    mine = [p for k, p in _step_programs().items() if k not in before]
+    assert mine and all(p.upgraded for p in mine)
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the fast pipeline's options are XLA:CPU's")
+def test_random_small_steps_agree_with_jax_grad_on_both_programs(lazy_mode, monkeypatch):
+    # 30 random programs as training loops, each step's program run op by op, then fast-built, then
+    # full-built: a form that computes one value wrong, or a switch that wires another program's
+    # inputs, shows as a gradient or an update unlike jax.grad's.
+    from test_replay_tiers import _random_program
+
+    monkeypatch.setattr(config, "replay_tier", "auto")
+    monkeypatch.setattr(config, "replay_background_compile", True)
+    monkeypatch.setattr(config, "replay_hot", 1)
+    monkeypatch.setattr(config, "replay_lag", 1)
+    monkeypatch.setattr(config, "replay_fast_runs", 2)
+    rng = np.random.default_rng(20261129)
+    before = set(_lazy._programs)
+    for case in range(30):
+        jax_fn, tf_fn = _random_program(rng, int(rng.integers(1, 9)))
+        a0 = rng.normal(size=(3,)).astype(np.float32)
+        b0 = rng.normal(size=(3,)).astype(np.float32)
+        a, b = tf.Variable(a0), tf.Variable(b0)
+        wa, wb = jnp.asarray(a0), jnp.asarray(b0)
+        for step in range(_lazy.HOT + 2 * config.replay_lag + 6):
+            with tf.GradientTape() as t:
+                y = tf_fn(a, b)
+            ga, gb = t.gradient(y, [a, b], unconnected_gradients="zero")
+            a.assign_sub(0.01 * ga)
+            b.assign_sub(0.01 * gb)
+            ea, eb = jax.grad(jax_fn, argnums=(0, 1))(wa, wb)
+            wa, wb = wa - 0.01 * ea, wb - 0.01 * eb
+        # (read once, at the end: every step stays in one pending program with its updates)
+        np.testing.assert_allclose(a.numpy(), np.asarray(wa), rtol=1e-4, atol=1e-5, err_msg=f"case {case}")
+        np.testing.assert_allclose(b.numpy(), np.asarray(wb), rtol=1e-4, atol=1e-5, err_msg=f"case {case}")
+    mine = [p for k, p in _step_programs().items() if k not in before]
+    assert len(mine) >= 20 and all(p.upgraded for p in mine)

@@ -454,3 +454,55 @@ def test_intermediate_sources_are_interpreted_not_segmented(tier):
         np.testing.assert_allclose(float(g_k), float(jax.grad(_euler_jax)(2.0, 6)), rtol=1e-5)
     info = tf.replay_cache_info()
     assert info.segmented == 0 and info.interpreted == 2
+
+
+def _fast_first_programs():
+    from tapejax._engine import _kernels, _replay
+
+    return [e.compiled for e in list(_replay._cache.data.values())
+            if isinstance(e, _replay._Precompiled) and isinstance(e.compiled, _kernels.FastFirst)]
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the fast pipeline's options are XLA:CPU's")
+def test_a_small_hot_slice_runs_its_fast_program_then_its_full_one(tier, monkeypatch, execution_mode):
+    # Eager mode: the compiled tier runs the slice's program (lazy mode defers the gradient into its
+    # step's program from the switch: test_lazy's test_a_small_step_program_is_built_fast_first).
+    execution_mode("eager")
+    tier("auto", hot=2, lag=2, background_compile=True)
+    monkeypatch.setattr(config, "replay_fast_runs", 4)
+    k = tf.Variable(2.0)
+    expected = float(jax.grad(_euler_jax)(2.0, 10))
+    seen = []
+    for _ in range(10):
+        np.testing.assert_allclose(float(_euler(k, 10)), expected, rtol=1e-5)
+        seen.append([p.upgraded for p in _fast_first_programs()])
+    # Sightings 1-3 interpreted (2: hot, the fast build starts; it lands in the cache when done),
+    # 4: the fast program's first run; its 4th run (sighting 7) is the full program's first.
+    assert seen[3:6] == [[False]] * 3
+    assert seen[6:] == [[True]] * 4
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the fast pipeline's options are XLA:CPU's")
+def test_random_small_slices_agree_with_jax_grad_on_both_programs(tier, monkeypatch, execution_mode):
+    # 40 random programs, each hot: runs of its fast-built program, then of its full one. A
+    # program that one pipeline gets wrong, or a switch that feeds a program another's inputs,
+    # shows as a gradient unlike jax.grad's.
+    execution_mode("eager")
+    tier("auto", hot=1, lag=1, background_compile=True)
+    monkeypatch.setattr(config, "replay_fast_runs", 2)
+    rng = np.random.default_rng(20261129)
+    for case in range(40):
+        jax_fn, tf_fn = _random_program(rng, int(rng.integers(1, 9)))
+        a0 = rng.normal(size=(3,)).astype(np.float32)
+        b0 = rng.normal(size=(3,)).astype(np.float32)
+        expected = jax.grad(jax_fn, argnums=(0, 1))(jnp.asarray(a0), jnp.asarray(b0))
+        a, b = tf.Variable(a0), tf.Variable(b0)
+        for step in range(5):
+            with tf.GradientTape() as t:
+                y = tf_fn(a, b)
+            got = t.gradient(y, [a, b], unconnected_gradients="zero")
+            for g, e in zip(got, expected):
+                np.testing.assert_allclose(g.numpy(), np.asarray(e), rtol=2e-5, atol=1e-6,
+                                           err_msg=f"case {case}, step {step}")
+    programs = _fast_first_programs()
+    assert len(programs) >= 30 and all(p.upgraded for p in programs)

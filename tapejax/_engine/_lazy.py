@@ -65,6 +65,7 @@ _CACHE_SIZE = 256
 
 _UNSET = object()
 _SCALARS = (float, int, bool, complex)
+_NoneType = type(None)
 # A concrete jax.Array's class (never a tracer). Not ``type(jnp.zeros(()))``: creating an array at
 # import would start the XLA backend, and jax.distributed.initialize() (MultiWorkerMirroredStrategy)
 # must run before that.
@@ -1231,12 +1232,23 @@ def _warm(prog: Program, live: tuple) -> Any:
         return _Ready(jitted)
     w = _Warming(HOT, HOT + lag)
     x64 = prog.x64
+    # Every value of the program (the cells) and its inputs small: the fast pipeline's program
+    # first, the full one later, if the program is short too (``_kernels.FastFirst``).
+    fast_first = _kernels.fast_first_eligible([c.key[0] for c in prog.cells] + [s.shape for s in specs])
+
+    def full() -> Any:
+        with jax.enable_x64(x64):
+            return jitted.lower(specs).compile()
 
     def build() -> None:
         compiled = None
         try:
             with jax.enable_x64(x64):
-                compiled = jitted.lower(specs).compile()
+                lowered = jitted.lower(specs)
+                if fast_first and _kernels.fast_first_eligible((), lowered):
+                    compiled = _kernels.FastFirst(lowered.compile(compiler_options=_kernels.FAST_OPTIONS), full)
+                else:
+                    compiled = lowered.compile()
         except Exception:  # noqa: BLE001  (jit compiles it at the switch, and raises there)
             compiled = None
         finally:
@@ -1303,10 +1315,13 @@ def _execute(prog: Program) -> None:
     if type(entry) is not _Ready:
         _stats["runs_interpreted"] += 1
         pb = _kernels.past_budget
-        if (type(entry) is _Warming or prog.grads) and not pb.on:
-            # Its compiled program replaces these kernels at the switch (or will: a program holding
-            # a deferred gradient is a training step whose gradient is hot already): the kernels
-            # whose host answers are spent are answered on the host again rather than compiled now.
+        if (tw is not _NoneType or prog.grads) and not pb.on:
+            # Its compiled program replaces these kernels at the switch (or will: a structure seen
+            # before is compiled at its ``HOT``-th or ``_hot_without_gradient()``-th sighting, and a
+            # program holding a deferred gradient is a training step whose gradient is hot
+            # already): the kernels whose host answers are spent are answered on the host again
+            # rather than compiled now. (A loop's forward kernels compiled at its 9th step, when
+            # their host budget ran out, to be replaced ten steps later: mlp_step_small 180 ms.)
             pb.on = pb.device = True
             try:
                 env = _interpret(prog.nodes, prog.inputs)

@@ -715,7 +715,8 @@ def _make(key: tuple) -> Callable:
 # Transforms compiled whole on their first sighting (a jacobian never runs interpreted: see
 # compat_docs/performance.md): their first call runs a fast-compiled program
 # (_kernels.staged). Gradient slices are not here: tier 0 answers their first sightings, and
-# the tier that compiles them (hot, in the background) wants the full program at once.
+# the tier that compiles them (hot, in the background) builds a small slice's fast program
+# first and its full one later, counting runs (``precompile``, ``_kernels.FastFirst``).
 _STAGED = frozenset({"jacobian", "batch_jacobian"})
 
 
@@ -795,7 +796,14 @@ def precompile(sl: Slice, key_extra: tuple, transform: str, extra: Sequence[Any]
         lower = getattr(fn, "lower", None)
         if lower is None:
             return  # a jit hook's special program: compiled on first use instead
-        compiled = lower(specs[:n], specs[n:]).compile()
+        lowered = lower(specs[:n], specs[n:])
+        shapes = [s.shape for s in specs] + [o.shape for o in jax.tree_util.tree_leaves(lowered.out_info)]
+        if _kernels.fast_first_eligible(shapes, lowered):
+            # A small slice: the fast pipeline's program first, the full one later (``FastFirst``).
+            fast = lowered.compile(compiler_options=_kernels.FAST_OPTIONS)
+            compiled: Any = _kernels.FastFirst(fast, lambda: lower(specs[:n], specs[n:]).compile())
+        else:
+            compiled = lowered.compile()
         _cache.put((key, avals, True), _Precompiled(fn, compiled))
 
     return build
