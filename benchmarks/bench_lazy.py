@@ -5,8 +5,11 @@ lazy tapejax (``TAPEJAX_EXECUTION=lazy``, no decorator) and inside
 ``tapejax.function``; ``jax.jit``, TF eager and PyTorch eager run the same math.
 Each (workload, implementation) runs in its own process, all pinned to one core
 when ``taskset`` exists, in one invocation; the table reports medians (ms per step,
-each step blocked on) and the ratio to PyTorch eager. Outputs are checked against
-``jax.jit`` (the runner's tolerance) before timing.
+each step blocked on) and the ratio to PyTorch eager, then a fresh process's first step
+and first 100 steps (time to first results, compiles included). Outputs are checked
+against ``jax.jit`` (the runner's tolerance) before timing. tapejax's steady state is
+measured past ``config.replay_fast_runs`` steps (at most 5 s of them): the runs before
+use a small program's fast-built form.
 
     python benchmarks/bench_lazy.py                       # the issue's workloads
     python benchmarks/bench_lazy.py --workloads scalar_chain --impls lazy,tapejax
@@ -24,12 +27,14 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = ["scalar_chain", "mlp_step", "mlp_step_small", "hessian_nested", "euler_loop"]
 IMPLS = ["tapejax", "lazy", "tapejax.function", "jax.jit", "tf", "torch"]
+FIRST_STEPS = 100
 
 _CHILD = r"""
 import json, os, sys
 sys.path.insert(0, {root!r})
 from benchmarks import run as R, _workloads as W
 workload, impl, warmup, repeats, min_run_s = {args!r}
+FIRST_STEPS = {first_steps!r}
 real = "tapejax" if impl == "lazy" else impl
 try:
     if workload == "euler_loop" and impl == "tapejax.function":
@@ -39,18 +44,36 @@ try:
     builtin = W.has_builtin_xent(lib.module) if real.startswith(("tapejax", "tf")) else False
     step = R.build_step(workload, real, lib, {{}}, builtin)
     ref = R.build_step(workload, "jax.jit", R.load_lib("jax.jit", "cpu", True), {{}}, False) if real != "jax.jit" else None
+    import time
+    t0 = time.perf_counter()
     out = [a for a in lib.to_numpy(step())]
+    first_s = time.perf_counter() - t0
     ok = True
     if ref is not None and workload in ("scalar_chain", "hessian_nested", "euler_loop"):
         import numpy as np
         r = [np.asarray(a) for a in R._flatten(ref())]
         ok = all(np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(out, r))
+    # Time to first results: the first step (above) and the first FIRST_STEPS, each blocked on.
+    t0 = time.perf_counter()
+    for _ in range(FIRST_STEPS - 1):
+        lib.block(step())
+    first_n_s = first_s + time.perf_counter() - t0
+    if real.startswith("tapejax"):
+        # The steady state is past a small program's fast-built runs (config.replay_fast_runs:
+        # about 11 us a step slower for mlp_step_small), within a time cap.
+        from tapejax import config as C
+        t0 = time.perf_counter()
+        for _ in range(max(0, C.replay_fast_runs + 20 - FIRST_STEPS)):
+            if time.perf_counter() - t0 > 5.0:
+                break
+            lib.block(step())
     m = R.measure(step, lib.block, warmup, repeats, min_run_s)
     extra = {{}}
     if impl == "lazy":
         from tapejax._engine import _lazy
         extra = _lazy.stats()
-    print("RESULT " + json.dumps({{"ok": ok, "median_s": m["median_s"], "min_s": m["min_s"], "stats": extra}}))
+    print("RESULT " + json.dumps({{"ok": ok, "median_s": m["median_s"], "min_s": m["min_s"], "first_s": first_s,
+                                  "first_n_s": first_n_s, "stats": extra}}))
 except R.Unavailable as e:
     print("RESULT " + json.dumps({{"unavailable": str(e)}}))
 """
@@ -61,7 +84,8 @@ def run_one(workload: str, impl: str, warmup: int, repeats: int, min_run_s: floa
     env["TAPEJAX_EXECUTION"] = "lazy" if impl == "lazy" else "eager"
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    cmd = [sys.executable, "-c", _CHILD.format(root=ROOT, args=(workload, impl, warmup, repeats, min_run_s))]
+    cmd = [sys.executable, "-c", _CHILD.format(root=ROOT, args=(workload, impl, warmup, repeats, min_run_s),
+                                               first_steps=FIRST_STEPS)]
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", "0"] + cmd
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
@@ -104,7 +128,16 @@ def main() -> None:
                 s += " WRONG"
             cells.append(s)
         print(f"| {w} | " + " | ".join(cells) + " |")
-    print("\nms per step, median; (×) = ratio to PyTorch eager in the same run.")
+    print("\nms per step, median; (×) = ratio to PyTorch eager in the same run.\n")
+    print(f"| workload (first step, ms / first {FIRST_STEPS} steps, s) | " + " | ".join(impls) + " |")
+    print("|" + "---|" * (len(impls) + 1))
+    for w in a.workloads.split(","):
+        cells = []
+        for i in impls:
+            r = results[(w, i)]
+            cells.append(f"{r['first_s'] * 1e3:.0f} / {r['first_n_s']:.2f}" if "first_s" in r else "n/a")
+        print(f"| {w} | " + " | ".join(cells) + " |")
+    print(f"\nfirst step and first {FIRST_STEPS} steps of a fresh process (each step blocked on), compiles included.")
 
 
 if __name__ == "__main__":

@@ -1320,3 +1320,40 @@ def test_random_small_steps_agree_with_jax_grad_on_both_programs(lazy_mode, monk
         np.testing.assert_allclose(b.numpy(), np.asarray(wb), rtol=1e-4, atol=1e-5, err_msg=f"case {case}")
     mine = [p for k, p in _step_programs().items() if k not in before]
     assert len(mine) >= 20 and all(p.upgraded for p in mine)
+
+
+def test_the_hot_slice_of_a_deferred_gradient_builds_only_the_deferred_program(lazy_mode, monkeypatch):
+    # From the replay tiers' switch a deferrable gradient joins its step's program: its slice's
+    # background build makes that node's program (no residual inputs) and not eager mode's too,
+    # which the switch waited for (mlp_step_small: 90 ms). A later gradient of the slice that
+    # cannot be deferred (an outer tape watches it) compiles eager mode's program then, right.
+    from tapejax._engine import _replay
+
+    monkeypatch.setattr(config, "replay_tier", "auto")
+    monkeypatch.setattr(config, "replay_background_compile", True)
+    tf.replay_cache_clear()
+    rng = np.random.default_rng(13)
+    xs = rng.normal(size=(6, 3)).astype(np.float32)
+    w0 = rng.normal(size=(3, 2)).astype(np.float32)
+    x = tf.constant(xs)
+
+    def loss_fn(w):
+        return jnp.mean(jnp.sin(xs @ w) ** 2)
+
+    w = tf.Variable(w0)
+    for _ in range(config.replay_hot + config.replay_lag + 3):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.sin(tf.matmul(x, w)) ** 2)
+        g = t.gradient(loss, w)
+        np.testing.assert_allclose(g.numpy(), jax.grad(loss_fn)(jnp.asarray(w0)), rtol=1e-5, atol=1e-6)
+    kinds = [k[0][0] for k in list(_replay._cache.data)]
+    assert "vjp" in kinds and "vjp_res" not in kinds
+
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.sin(tf.matmul(x, w)) ** 2)
+        g = t.gradient(loss, w)
+        s = tf.reduce_sum(g * g)
+    np.testing.assert_allclose(g.numpy(), jax.grad(loss_fn)(jnp.asarray(w0)), rtol=1e-5, atol=1e-6)
+    want = jax.grad(lambda v: jnp.sum(jax.grad(loss_fn)(v) ** 2))(jnp.asarray(w0))
+    np.testing.assert_allclose(outer.gradient(s, w).numpy(), want, rtol=1e-4, atol=1e-6)

@@ -1458,24 +1458,20 @@ def can_defer_gradient(sl: Any, extra_ids: Any) -> bool:
     return not _interp_tier.interpret_needed(sl, extra_ids)
 
 
-def precompile_vjp(sl: Any, key_extra: tuple, extra: list) -> Any:
+def precompile_vjp(sl: Any, key_extra: tuple, extra: list, deferred: bool = False) -> Any:
     """A hot slice's background compile (``_tiers.choose``'s thunk): its vjp as eager mode runs it
-    and, in lazy mode, also as ``deferred_transform``'s node runs it (no residual inputs). That
-    node's first runs are op by op while the step's whole program compiles; without this they
-    compiled its program in the foreground (mlp_step_small's hand-over step: 570 ms)."""
-    build = _replay.precompile(sl, key_extra, "vjp", extra)
-    if build is None or not _enabled or _interp_tier.interpret_needed(sl, []) \
-            or not (sl.eqns and _replay._wants_residuals(sl.code)):
-        return build  # (without residuals the deferred node's program is this one)
-    build_deferred = _replay.precompile(sl, key_extra, "vjp", extra, residuals=False)
-    if build_deferred is None:
-        return build
-
-    def both() -> None:
-        build()
-        build_deferred()
-
-    return both
+    or, in lazy mode, as ``deferred_transform``'s node runs it (no residual inputs), when the
+    gradient asking (``deferred``) is deferred from the switch on. That node's first runs are op by
+    op while the step's whole program compiles; without this they compiled its program in the
+    foreground (mlp_step_small's hand-over step: 570 ms). Only the program the switch will run is
+    built: the switch waited for both (mlp_step_small's: 90 ms), and a later gradient of the slice
+    that cannot be deferred (an outer tape watching it) compiles the other at its first call."""
+    if deferred and _enabled and not _interp_tier.interpret_needed(sl, []) \
+            and sl.eqns and _replay._wants_residuals(sl.code):
+        build_deferred = _replay.precompile(sl, key_extra, "vjp", extra, residuals=False)
+        if build_deferred is not None:
+            return build_deferred
+    return _replay.precompile(sl, key_extra, "vjp", extra)  # (without residuals the two are one)
 
 
 def deferred_transform(sl: Any, key_extra: tuple, transform: str, extra: list, extra_ids: list) -> tuple:

@@ -277,7 +277,7 @@ class GradientTape:
         extra = [c for c, g, u in zip(cots, cot_given, used) if g and u]
         extra_ids = [i for i, g, u in zip(cot_ids, cot_given, used) if g and u]
         defer = sl.groups and _lazy.can_defer_gradient(sl, extra_ids)
-        tier = self._tier(sl, given, extra) if defer else None
+        tier = self._tier(sl, given, extra, True) if defer else None
         try:
             if not sl.groups:
                 grads: tuple = ()
@@ -332,11 +332,11 @@ class GradientTape:
         return _jacobian._like(sources, jax.tree_util.tree_unflatten(sources_def, out)), defer and tier == "compile"
 
     @staticmethod
-    def _tier(sl: Any, given: tuple, extra: list) -> str:
+    def _tier(sl: Any, given: tuple, extra: list, deferred: bool = False) -> str:
         if _interpret._is_tracer(sl.leaf_vals) or _interpret._is_tracer(extra):
             # Inside a compiled step the whole step is one program: no tiers.
             return "compile"
-        return _tiers.choose(sl, (given,), lambda: _lazy.precompile_vjp(sl, (given,), extra))
+        return _tiers.choose(sl, (given,), lambda: _lazy.precompile_vjp(sl, (given,), extra, deferred))
 
     def jacobian(
         self,
