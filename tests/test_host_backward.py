@@ -412,3 +412,51 @@ def test_a_pending_slice_compiles_no_kernel_only_its_interpreter_needs(monkeypat
     assert without.count("jit(<lambda>)") > with_window.count("jit(<lambda>)")
     assert "jit(grads)" in with_window and "jit(grads)" in without
     assert {n for n in without if n not in ("jit(pullback)", "jit(<lambda>)")} == set(with_window) - {"jit(<lambda>)"}
+
+
+@pytest.mark.filterwarnings("ignore")  # (jax_log_compiles logs as warnings)
+def test_a_structural_op_in_the_backward_pass_keeps_the_host_schedule(monkeypatch):
+    # A reduction's backward pass broadcasts its cotangent back (``broadcast_to``, a structural op
+    # that strings share: ``strings._by_index`` wraps its kernel). The host-resident pass calls the
+    # kernel's own ``on_host`` through that wrapper, so past the host budget, while the slice's
+    # compiled program is on its way, the call is answered on the host, not compiled (a training
+    # loop compiled it at its 9th step for a step or two).
+    import logging
+
+    from tapejax._ops._machinery import PRIMS
+
+    monkeypatch.setattr(config, "kernel_host_first_calls", 2)
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
+    prim = PRIMS["broadcast_to"]
+    ct = jnp.float32(0.71875)  # (a scalar cotangent, as reduce_mean's)
+    shape = (3, 11)  # (a shape no other test broadcasts to)
+    names: list = []
+
+    class Names(logging.Handler):
+        def emit(self, record):
+            if record.getMessage().startswith("Compiling "):
+                names.append(record.getMessage().split()[1])
+
+    handler, log = Names(), logging.getLogger("jax")
+    log.addHandler(handler)
+    jax.config.update("jax_log_compiles", True)
+    try:
+        outs = [_interpret._host_call(prim, ct, shape=shape) for _ in range(2)]
+        _kernels.past_budget.on = True
+        try:
+            outs += [_interpret._host_call(prim, ct, shape=shape) for _ in range(3)]
+        finally:
+            _kernels.past_budget.on = False
+    finally:
+        jax.config.update("jax_log_compiles", False)
+        log.removeHandler(handler)
+    assert names == []
+    # (the first call builds the kernel's programs for these parameters through its jit, whose cache
+    # miss the host answers: a device array; the rest stay host values)
+    assert [type(o) for o in outs[1:]] == [_kernels.HostValue] * 4
+    for o in outs:
+        np.testing.assert_array_equal(np.asarray(o.x if type(o) is _kernels.HostValue else o),
+                                      np.broadcast_to(np.float32(0.71875), shape))
+    # Strings still take the wrapper's own route (element indices), on the host or not.
+    s = np.array([b"ab", b"c"], dtype=object)
+    np.testing.assert_array_equal(prim.impl.on_host(s, shape=(2, 2)), np.broadcast_to(s, (2, 2)))

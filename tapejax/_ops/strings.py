@@ -93,6 +93,18 @@ def _by_index(impl: Callable) -> Callable:
     for attr in ("run1", "run2"):
         if hasattr(impl, attr):
             setattr(run, attr, getattr(impl, attr))
+    on_host = getattr(impl, "on_host", None)
+    if on_host is not None:
+        # The host-resident backward pass's call (``_interpret._host_call``), on cotangents: the
+        # kernel's own, so a structural op's host answers follow its schedule (without it, a
+        # ``broadcast_to`` in a reduction's backward compiled in the step where its host budget ran
+        # out, even while the slice's compiled program was on its way: mlp_step_small, 20 ms).
+        def host_run(*args: Any, **params: Any) -> Any:
+            if any(is_string_value(a) for a in args):
+                return run(*_kernels._device_args(args), **params)
+            return on_host(*args, **params)
+
+        run.on_host = host_run  # type: ignore[attr-defined]
     return run
 
 
