@@ -258,22 +258,11 @@ def test_compiled_in_the_foreground_without_background_compiles(lazy_mode, monke
     assert after["background_compiles"] == before["background_compiles"]
 
 
-def test_warming_runs_keep_kernels_on_the_host(lazy_mode, monkeypatch):
-    # While a hot program compiles in the background its runs are op by op, and a kernel whose
-    # host answers are spent is answered on the host again instead of being compiled for the few
-    # runs left: every kernel call is past its budget here, and nothing compiles on this thread.
+def _spy_host_decisions(monkeypatch) -> tuple:
+    """The kernels' host decisions as ``(step, compiled)`` pairs, ``step`` read from ``now[0]``."""
     from tapejax._engine import _kernels
 
-    lag = 4
-    monkeypatch.setattr(config, "replay_lag", lag)
-    monkeypatch.setattr(config, "replay_background_compile", True)
-    # The host answers each kernel's calls until the warming runs begin (a step a tape: each
-    # signature is called once a tape), and not one more.
-    monkeypatch.setattr(config, "kernel_host_first_calls", _lazy.HOT + lag - 1)
-    monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
-    x = tf.constant(np.linspace(0.1, 0.9, 7, dtype=np.float32))
-    c = 7.0 + len(_lazy._programs) * 1e-3
-    calls: list = []  # (step, compiled): the kernels' host decisions, by step
+    calls: list = []
     real = _kernels._host_eval
     now = [0]
 
@@ -283,6 +272,23 @@ def test_warming_runs_keep_kernels_on_the_host(lazy_mode, monkeypatch):
         return out
 
     monkeypatch.setattr(_kernels, "_host_eval", spy)
+    return calls, now
+
+
+def test_warming_runs_keep_kernels_on_the_host(lazy_mode, monkeypatch):
+    # While a hot program compiles in the background its runs are op by op, and a kernel whose
+    # host answers are spent is answered on the host again instead of being compiled for the few
+    # runs left: every kernel call is past its budget here, and nothing compiles on this thread.
+    lag = 4
+    monkeypatch.setattr(config, "replay_lag", lag)
+    monkeypatch.setattr(config, "replay_background_compile", True)
+    # The host answers each kernel's calls until the warming runs begin (a step a tape: each
+    # signature is called once a tape), and not one more.
+    monkeypatch.setattr(config, "kernel_host_first_calls", _lazy.HOT + lag - 1)
+    monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
+    x = tf.constant(np.linspace(0.1, 0.9, 7, dtype=np.float32))
+    c = 7.0 + len(_lazy._programs) * 1e-3
+    calls, now = _spy_host_decisions(monkeypatch)
     def step() -> np.ndarray:
         now[0] += 1
         with tf.GradientTape() as t:
@@ -305,8 +311,6 @@ def test_a_recurring_program_keeps_kernels_on_the_host_before_it_is_hot(lazy_mod
     # host budget runs out before then is answered on the host again, not compiled for the few op by
     # op runs left (a training loop's forward kernels compiled at its 9th step, their host budget
     # spent, and were replaced ten steps later: mlp_step_small 180 ms).
-    from tapejax._engine import _kernels
-
     lag = 4
     monkeypatch.setattr(config, "replay_lag", lag)
     monkeypatch.setattr(config, "replay_background_compile", True)
@@ -314,16 +318,7 @@ def test_a_recurring_program_keeps_kernels_on_the_host_before_it_is_hot(lazy_mod
     monkeypatch.setattr(config, "kernel_host_budget_elements", 0)
     x = tf.constant(np.linspace(0.2, 0.8, 5, dtype=np.float32))
     c = 11.0 + len(_lazy._programs) * 1e-3  # (a structure no earlier test ran)
-    calls: list = []
-    real = _kernels._host_eval
-    now = [0]
-
-    def spy(jitted: object, table: dict, args: tuple, host: bool = False) -> object:
-        out = real(jitted, table, args, host)
-        calls.append((now[0], out is None))
-        return out
-
-    monkeypatch.setattr(_kernels, "_host_eval", spy)
+    calls, now = _spy_host_decisions(monkeypatch)
 
     def step() -> np.ndarray:
         now[0] += 1

@@ -281,24 +281,31 @@ def _random_program(rng, n_ops):
     return jax_fn, tf_fn
 
 
+def _random_case(rng):
+    """A random program of 1-8 ops (``_random_program``), its two (3,) inputs and jax.grad's gradients."""
+    jax_fn, tf_fn = _random_program(rng, int(rng.integers(1, 9)))
+    a0 = rng.normal(size=(3,)).astype(np.float32)
+    b0 = rng.normal(size=(3,)).astype(np.float32)
+    return tf_fn, a0, b0, jax.grad(jax_fn, argnums=(0, 1))(jnp.asarray(a0), jnp.asarray(b0))
+
+
+def _check_case(tf_fn, a, b, expected, msg):
+    with tf.GradientTape() as t:
+        y = tf_fn(a, b)
+    got = t.gradient(y, [a, b], unconnected_gradients="zero")
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g.numpy(), np.asarray(e), rtol=2e-5, atol=1e-6, err_msg=msg)
+
+
 def test_random_programs_agree_across_tiers_and_with_jax_grad(tier):
     # 200 random programs, each asked in the interpreted and the compiled tier: a
     # rule that one tier gets wrong 1 time in 200 shows here.
     rng = np.random.default_rng(20261124)
     for case in range(200):
-        jax_fn, tf_fn = _random_program(rng, int(rng.integers(1, 9)))
-        a0 = rng.normal(size=(3,)).astype(np.float32)
-        b0 = rng.normal(size=(3,)).astype(np.float32)
-        expected = jax.grad(jax_fn, argnums=(0, 1))(jnp.asarray(a0), jnp.asarray(b0))
+        tf_fn, a0, b0, expected = _random_case(rng)
         for mode in ("interpret", "compile"):
             tier(mode)
-            a, b = tf.Variable(a0), tf.Variable(b0)
-            with tf.GradientTape() as t:
-                y = tf_fn(a, b)
-            got = t.gradient(y, [a, b], unconnected_gradients="zero")
-            for g, e in zip(got, expected):
-                np.testing.assert_allclose(g.numpy(), np.asarray(e), rtol=2e-5, atol=1e-6,
-                                           err_msg=f"case {case}, tier {mode}")
+            _check_case(tf_fn, tf.Variable(a0), tf.Variable(b0), expected, f"case {case}, tier {mode}")
 
 
 def test_bad_tier_setting_is_a_clear_error(tier):
@@ -492,17 +499,9 @@ def test_random_small_slices_agree_with_jax_grad_on_both_programs(tier, monkeypa
     monkeypatch.setattr(config, "replay_fast_runs", 2)
     rng = np.random.default_rng(20261129)
     for case in range(40):
-        jax_fn, tf_fn = _random_program(rng, int(rng.integers(1, 9)))
-        a0 = rng.normal(size=(3,)).astype(np.float32)
-        b0 = rng.normal(size=(3,)).astype(np.float32)
-        expected = jax.grad(jax_fn, argnums=(0, 1))(jnp.asarray(a0), jnp.asarray(b0))
+        tf_fn, a0, b0, expected = _random_case(rng)
         a, b = tf.Variable(a0), tf.Variable(b0)
         for step in range(5):
-            with tf.GradientTape() as t:
-                y = tf_fn(a, b)
-            got = t.gradient(y, [a, b], unconnected_gradients="zero")
-            for g, e in zip(got, expected):
-                np.testing.assert_allclose(g.numpy(), np.asarray(e), rtol=2e-5, atol=1e-6,
-                                           err_msg=f"case {case}, step {step}")
+            _check_case(tf_fn, a, b, expected, f"case {case}, step {step}")
     programs = _fast_first_programs()
     assert len(programs) >= 30 and all(p.upgraded for p in programs)
