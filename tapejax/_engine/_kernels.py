@@ -55,7 +55,7 @@ import numpy as np
 from .. import config as _config
 from .._core._recorder import tapes_made
 
-__all__ = ["jit", "kernel", "staged", "FAST_OPTIONS", "ArrayImpl", "FastFirst", "fast_first_eligible"]
+__all__ = ["jit", "kernel", "staged", "FAST_OPTIONS", "ArrayImpl", "FastFirst", "fast_first_eligible", "compile_whole"]
 
 FAST_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
@@ -418,6 +418,16 @@ class FastFirst:
     def upgraded(self) -> bool:
         """Whether the full pipeline's program runs now (tests read which one ran)."""
         return self.build_full is None and self.full is not None and self.run is self.full
+
+
+def compile_whole(lowered: Any, shapes: Any, rebuild: Callable[[], Callable]) -> Callable:
+    """``lowered`` (a whole slice's or lazy step's program, whose arrays have ``shapes``) compiled:
+    a :class:`FastFirst` of its fast build where :func:`fast_first_eligible`, with ``rebuild()``
+    (lowering again and compiling with the full pipeline) its later program; else the full
+    pipeline's program now."""
+    if fast_first_eligible(shapes, lowered):
+        return FastFirst(lowered.compile(compiler_options=FAST_OPTIONS), rebuild)
+    return lowered.compile()
 
 
 @atexit.register

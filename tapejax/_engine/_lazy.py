@@ -1232,9 +1232,9 @@ def _warm(prog: Program, live: tuple) -> Any:
         return _Ready(jitted)
     w = _Warming(HOT, HOT + lag)
     x64 = prog.x64
-    # Every value of the program (the cells) and its inputs small: the fast pipeline's program
-    # first, the full one later, if the program is short too (``_kernels.FastFirst``).
-    fast_first = _kernels.fast_first_eligible([c.key[0] for c in prog.cells] + [s.shape for s in specs])
+    # Every value of the program (the cells) and its inputs: all small (and the program short), the
+    # fast pipeline's program first and the full one later (``_kernels.compile_whole``).
+    shapes = [c.key[0] for c in prog.cells] + [s.shape for s in specs]
 
     def full() -> Any:
         with jax.enable_x64(x64):
@@ -1244,11 +1244,7 @@ def _warm(prog: Program, live: tuple) -> Any:
         compiled = None
         try:
             with jax.enable_x64(x64):
-                lowered = jitted.lower(specs)
-                if fast_first and _kernels.fast_first_eligible((), lowered):
-                    compiled = _kernels.FastFirst(lowered.compile(compiler_options=_kernels.FAST_OPTIONS), full)
-                else:
-                    compiled = lowered.compile()
+                compiled = _kernels.compile_whole(jitted.lower(specs), shapes, full)
         except Exception:  # noqa: BLE001  (jit compiles it at the switch, and raises there)
             compiled = None
         finally:

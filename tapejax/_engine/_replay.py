@@ -797,13 +797,9 @@ def precompile(sl: Slice, key_extra: tuple, transform: str, extra: Sequence[Any]
         if lower is None:
             return  # a jit hook's special program: compiled on first use instead
         lowered = lower(specs[:n], specs[n:])
+        # A small slice: the fast pipeline's program first, the full one later (``FastFirst``).
         shapes = [s.shape for s in specs] + [o.shape for o in jax.tree_util.tree_leaves(lowered.out_info)]
-        if _kernels.fast_first_eligible(shapes, lowered):
-            # A small slice: the fast pipeline's program first, the full one later (``FastFirst``).
-            fast = lowered.compile(compiler_options=_kernels.FAST_OPTIONS)
-            compiled: Any = _kernels.FastFirst(fast, lambda: lower(specs[:n], specs[n:]).compile())
-        else:
-            compiled = lowered.compile()
+        compiled = _kernels.compile_whole(lowered, shapes, lambda: lower(specs[:n], specs[n:]).compile())
         _cache.put((key, avals, True), _Precompiled(fn, compiled))
 
     return build
