@@ -7,6 +7,7 @@ values, gradients, None-ness, variable state and exceptions.
 
 from __future__ import annotations
 
+import itertools
 import traceback
 
 import jax
@@ -1352,3 +1353,52 @@ def test_the_hot_slice_of_a_deferred_gradient_builds_only_the_deferred_program(l
     np.testing.assert_allclose(g.numpy(), jax.grad(loss_fn)(jnp.asarray(w0)), rtol=1e-5, atol=1e-6)
     want = jax.grad(lambda v: jnp.sum(jax.grad(loss_fn)(v) ** 2))(jnp.asarray(w0))
     np.testing.assert_allclose(outer.gradient(s, w).numpy(), want, rtol=1e-4, atol=1e-6)
+
+
+_FRESH_ROWS = itertools.count(101, 2)
+
+
+def _traces_of(fn):
+    # JAX's own count of jaxpr traces (one duration event per trace) while ``fn`` runs.
+    from jax._src import dispatch, monitoring
+
+    names = []
+
+    def listen(event, duration, **kw):
+        if event == dispatch.JAXPR_TRACE_EVENT:
+            names.append(kw.get("fun_name"))
+
+    monitoring.register_event_duration_secs_listener(listen)
+    try:
+        out = fn()
+    finally:
+        monitoring.unregister_event_duration_listener(listen)
+    return out, names
+
+
+@pytest.mark.parametrize("mode", ["eager", "lazy"])
+def test_a_new_op_is_traced_once_in_either_mode(execution_mode, mode):
+    # Lazy mode's shapes of a new op come from the trace its first run needs anyway (the kernel's
+    # own program: ``_kernels.kernel``'s ``out_info``), so a new signature is traced as often as in
+    # eager mode. Through ``jax.eval_shape`` it was traced once more, under a wrapper jit.
+    execution_mode(mode)
+    rng = np.random.default_rng(0)
+    # Shapes no other test uses: every kernel signature here is new to the process.
+    shape = (next(_FRESH_ROWS), 97)
+    a = tf.constant(rng.standard_normal(shape).astype(np.float32))
+    b = tf.constant(rng.standard_normal(shape[::-1]).astype(np.float32))
+
+    def step():
+        y = tf.matmul(tf.sin(a) * 1.5, b)
+        return y.numpy()
+
+    got, names = _traces_of(step)
+    want = np.sin(np.asarray(a)) * np.float32(1.5) @ np.asarray(b)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # Three kernels, each traced once (plus the jnp functions they call, which jit traces inside).
+    assert names.count(names[0]) == 1, names
+    for op in ("sin", "multiply", "matmul"):
+        assert sum(1 for n in names if n and op in n) <= 2, (op, names)
+    again, names2 = _traces_of(step)
+    np.testing.assert_array_equal(again, got)
+    assert names2 == [], names2

@@ -214,6 +214,12 @@ def _run(fast: Callable, full: Callable, args: tuple) -> Any:
         return full(*args)
 
 
+def _out_info(fast: Any, full: Any, specs: tuple) -> Any:
+    # The outputs' ShapeDtypeStructs of a call on arguments of these specs (``kernel``'s
+    # ``out_info``), traced by the program that call would run first.
+    return (full if _mode(specs) == _FULL else fast).trace(*specs).out_info
+
+
 def _programs(fn: Callable) -> tuple[Any, Any, Callable]:
     """The fast and full ``jax.jit`` programs of a kernel's ``fn``, whose first calls of a
     signature are answered on the host (``_hosted``, below), and the host's answer kept on
@@ -281,6 +287,7 @@ def jit(fn: Callable) -> Callable:
     call.__wrapped__ = fn  # type: ignore[attr-defined]
     call.fast, call.full = fast, full  # type: ignore[attr-defined]  # (tests read which program ran)
     call.on_host = on_host  # type: ignore[attr-defined]
+    call.out_info = lambda *specs: _out_info(fast, full, specs)  # type: ignore[attr-defined]
     call.__name__ = getattr(fn, "__name__", "kernel")
     return call
 
@@ -464,16 +471,33 @@ def kernel(impl: Callable) -> Callable:
         key = tuple(sorted(params.items()))
         pair = by_params.get(key)
         if pair is None:
-            with lock:
-                pair = by_params.get(key)
-                if pair is None:
-                    fn = functools.partial(impl, **params)
-                    pair = by_params[key] = _programs(fn)
-                    if len(by_params) > _CACHE_SIZE:
-                        del by_params[next(iter(by_params))]
+            pair = _pair(key, params)
         if m == _FAST or (m == _LARGE and _large(seen, key, args)):
             return _run(pair[0], pair[1], args)
         return pair[1](*args)
+
+    def _pair(key: tuple, params: dict) -> tuple:
+        with lock:
+            pair = by_params.get(key)
+            if pair is None:
+                fn = functools.partial(impl, **params)
+                pair = by_params[key] = _programs(fn)
+                if len(by_params) > _CACHE_SIZE:
+                    del by_params[next(iter(by_params))]
+        return pair
+
+    def out_info(*specs: Any, **params: Any) -> Any:
+        # The outputs' shapes and dtypes (ShapeDtypeStructs) of ``call`` on arguments of these
+        # specs: lazy mode's abstract evaluation of a new op. Traced by the program whose first
+        # call would trace them (the fast one where the arguments are small), so JAX's trace
+        # cache answers that call's trace: a new op is traced once, as in eager mode. Through
+        # ``jax.eval_shape`` of a new partial it was traced twice, and the first time under a
+        # wrapper jit caches nothing for (0.5-4 ms an op: mlp_step_small's first step 29 ms).
+        if params:
+            key = tuple(sorted(params.items()))
+            pair = by_params.get(key) or _pair(key, params)
+            return _out_info(pair[0], pair[1], specs)
+        return _out_info(fast, full, specs)
 
     def on_host(*args: Any, **params: Any) -> Any:
         # ``call(*args, **params)`` where arguments may be host values and a host answer
@@ -531,6 +555,7 @@ def kernel(impl: Callable) -> Callable:
     call.run2 = run2  # type: ignore[attr-defined]
     call.run1 = run1  # type: ignore[attr-defined]
     call.on_host = on_host  # type: ignore[attr-defined]
+    call.out_info = out_info  # type: ignore[attr-defined]
     # The parameter-free programs, for the op layer's generated fast paths, which make the
     # small-call choice inline and hand any other call to ``call`` (``_ops._machinery``).
     call.fast, call.full = fast, full  # type: ignore[attr-defined]

@@ -1111,7 +1111,11 @@ def _new_node(prim: Primitive, params: dict, fparams: tuple, avals: list, vals: 
     if info is None:
         try:
             specs = [_spec(a, v if type(v) is not _Cell else None) for a, v in zip(avals, vals)]
-            outs_av = jax.eval_shape(functools.partial(prim.impl, **params), *specs)
+            oi = getattr(prim.impl, "out_info", None)  # (a kernel's: see ``_kernels.kernel``)
+            if oi is not None:
+                outs_av = oi(*specs, **params)
+            else:
+                outs_av = jax.eval_shape(functools.partial(prim.impl, **params), *specs)
             outs_av = tuple(outs_av) if prim.multiple_results else (outs_av,)
             if all(type(o) is jax.ShapeDtypeStruct for o in outs_av):
                 info = (outs_av, tuple((o.shape, o.dtype, o.weak_type) for o in outs_av))
