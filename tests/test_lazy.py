@@ -1376,29 +1376,32 @@ def _traces_of(fn):
     return out, names
 
 
-@pytest.mark.parametrize("mode", ["eager", "lazy"])
-def test_a_new_op_is_traced_once_in_either_mode(execution_mode, mode):
+def test_a_new_op_is_traced_as_often_as_in_eager_mode(execution_mode):
     # Lazy mode's shapes of a new op come from the trace its first run needs anyway (the kernel's
-    # own program: ``_kernels.kernel``'s ``out_info``), so a new signature is traced as often as in
-    # eager mode. Through ``jax.eval_shape`` it was traced once more, under a wrapper jit.
-    execution_mode(mode)
+    # own program: ``_kernels.kernel``'s ``out_info``), so a step of new signatures traces as many
+    # programs as eager mode's. Through ``jax.eval_shape`` of a new partial each was traced once
+    # more, under a wrapper jit (mlp_step_small's first step: 60 traces against eager's 48).
     rng = np.random.default_rng(0)
-    # Shapes no other test uses: every kernel signature here is new to the process.
-    shape = (next(_FRESH_ROWS), 97)
-    a = tf.constant(rng.standard_normal(shape).astype(np.float32))
-    b = tf.constant(rng.standard_normal(shape[::-1]).astype(np.float32))
+    counts = {}
+    for mode in ("eager", "lazy"):
+        execution_mode(mode)
+        # Shapes no other test uses: every kernel signature of the step is new to the process.
+        shape = (next(_FRESH_ROWS), 97)
+        a_np = rng.standard_normal(shape).astype(np.float32)
+        b_np = rng.standard_normal(shape[::-1]).astype(np.float32)
+        a, b = tf.constant(a_np), tf.constant(b_np)
 
-    def step():
-        y = tf.matmul(tf.sin(a) * 1.5, b)
-        return y.numpy()
+        def step():
+            y = tf.matmul(tf.sin(a) * 1.5, b)  # (a kernel with no parameters, a scalar operand)
+            z = tf.reduce_sum(tf.reshape(y, [-1, 1]), axis=1)  # (a structural op; parameters)
+            return z.numpy()
 
-    got, names = _traces_of(step)
-    want = np.sin(np.asarray(a)) * np.float32(1.5) @ np.asarray(b)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    # Three kernels, each traced once (plus the jnp functions they call, which jit traces inside).
-    assert names.count(names[0]) == 1, names
-    for op in ("sin", "multiply", "matmul"):
-        assert sum(1 for n in names if n and op in n) <= 2, (op, names)
-    again, names2 = _traces_of(step)
-    np.testing.assert_array_equal(again, got)
-    assert names2 == [], names2
+        got, names = _traces_of(step)
+        want = (np.sin(a_np) * np.float32(1.5) @ b_np).reshape(-1)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        assert names, "a step of new signatures traced nothing: the shapes were not new"
+        counts[mode] = len(names)
+        again, names2 = _traces_of(step)
+        np.testing.assert_allclose(again, got, rtol=1e-6)
+        assert names2 == [], names2
+    assert counts["lazy"] == counts["eager"], counts

@@ -89,8 +89,9 @@ def _by_index(impl: Callable) -> Callable:
         return tuple(pick(o) for o in out) if isinstance(out, tuple | list) else pick(out)
 
     run.__wrapped__ = impl  # type: ignore[attr-defined]
-    # The op fast paths call these on concrete jaxlib arrays only (never strings): the kernel's own.
-    for attr in ("run1", "run2"):
+    # The op fast paths call these on concrete jaxlib arrays only (never strings), and lazy mode's
+    # abstract evaluation on shapes of numeric arrays (it defers no string op): the kernel's own.
+    for attr in ("run1", "run2", "out_info"):
         if hasattr(impl, attr):
             setattr(run, attr, getattr(impl, attr))
     on_host = getattr(impl, "on_host", None)
