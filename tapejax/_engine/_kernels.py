@@ -494,8 +494,7 @@ def kernel(impl: Callable) -> Callable:
         # ``jax.eval_shape`` of a new partial it was traced twice, and the first time under a
         # wrapper jit caches nothing for (0.5-4 ms an op: mlp_step_small's first step 29 ms).
         if params:
-            key = tuple(sorted(params.items()))
-            pair = by_params.get(key) or _pair(key, params)
+            pair = _pair(tuple(sorted(params.items())), params)
             return _out_info(pair[0], pair[1], specs)
         return _out_info(fast, full, specs)
 

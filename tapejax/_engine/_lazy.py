@@ -3,7 +3,8 @@
 In lazy mode ``bind`` (through the ``_recorder.lazy_bind`` hook) does not run a
 primitive: it appends a node to the thread's pending ``Program`` and returns
 lazy tensors (plain ``Tensor``s, ``LazyTensor``) whose shape and dtype are known at once (the primitive's
-abstract evaluation, ``jax.eval_shape`` cached per op signature). Recording on
+abstract evaluation, cached per op signature: the trace of the kernel its first
+run calls, ``_kernels.kernel``'s ``out_info``). Recording on
 tapes is unchanged: the ``Eqn`` is appended as in eager mode, with a ``_Cell``
 standing for each input value that is not computed yet.
 
