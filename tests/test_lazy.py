@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tapejax as tf
@@ -1405,3 +1405,57 @@ def test_a_new_op_is_traced_as_often_as_in_eager_mode(execution_mode):
         np.testing.assert_allclose(again, got, rtol=1e-6)
         assert names2 == [], names2
     assert counts["lazy"] == counts["eager"], counts
+
+
+# Ops whose output shape or dtype follow from their inputs and static parameters in different ways:
+# elementwise, weakly typed Python scalars, reductions with parameters, structural ops, a matmul.
+_NEW_SIG_OPS = {
+    "sin": lambda x: tf.sin(x),
+    "mul_float": lambda x: x * 1.5,
+    "add_int": lambda x: x + 2,
+    "relu": lambda x: tf.nn.relu(x),
+    "maximum": lambda x: tf.maximum(x, 0.25),
+    "sum_last": lambda x: tf.reduce_sum(x, axis=-1, keepdims=True),
+    "max_first": lambda x: tf.reduce_max(x, axis=0, keepdims=True),
+    "mean_all": lambda x: tf.reshape(tf.reduce_mean(x), [1]),
+    "flatten": lambda x: tf.reshape(x, [-1]),
+    "transpose": lambda x: tf.transpose(x),
+    "concat": lambda x: tf.concat([x, x * 0.5], axis=0),
+    # (an inner product: an outer one of an outer one exhausts memory)
+    "inner": lambda x: tf.matmul(tf.reshape(x, [1, -1]), tf.reshape(x, [-1, 1])),
+}
+
+
+# (200 examples, about 3 s: new signatures are cheap, and a 1-in-200 shape rule should show)
+@settings(max_examples=200)
+@given(st.lists(st.sampled_from(sorted(_NEW_SIG_OPS)), min_size=1, max_size=5), st.integers(1, 24), st.data())
+def test_random_new_signatures_get_the_shapes_and_values_of_eager_mode(names, cols, data):
+    # Every example's shapes are new to the process (rows from a counter), so every op's shapes in
+    # lazy mode come from a first abstract evaluation (the kernel's ``out_info``), on the fast or the
+    # full program by size. The pending handle's shape, dtype and weak type, known before anything
+    # runs, must be the ones eager mode's computed value has, and the values equal.
+    rows = next(_FRESH_ROWS)
+    x_np = np.random.default_rng(rows).standard_normal((rows, cols)).astype(np.float32)
+    if data.draw(st.booleans()):
+        x_np = x_np[: data.draw(st.integers(1, 4))]  # (and sometimes a short one)
+
+    def run(mode):
+        prev = config.get_execution()
+        config.set_execution(mode)
+        try:
+            h = tf.constant(x_np)
+            avals, outs = [], []
+            for n in names:
+                h = _NEW_SIG_OPS[n](h)
+                a = _lazy.peek(h)  # (lazy mode: the pending cell's aval; eager mode: the array)
+                avals.append((tuple(a.shape), np.dtype(a.dtype), bool(a.weak_type)))
+                outs.append(h)
+            return avals, [o.numpy() for o in outs]
+        finally:
+            config.set_execution(prev)
+
+    lazy_avals, lazy_vals = run("lazy")
+    eager_avals, eager_vals = run("eager")
+    assert lazy_avals == eager_avals, (names, lazy_avals, eager_avals)
+    for a, b in zip(lazy_vals, eager_vals):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
