@@ -5,7 +5,7 @@ Parses every module under ``tapejax/`` with ``ast`` (imports inside functions
 and classes included), builds the graph of intra-package imports and checks it
 against the layers drawn in ARCHITECTURE.md::
 
-    base    tapejax.errors, tapejax.config, tapejax._log  (import nothing from tapejax)
+    base    tapejax.errors, tapejax.config, tapejax._log, tapejax._heap  (import nothing from tapejax)
     core    tapejax._core.*                        the recorder
     engine  tapejax._engine.*                      record -> JAX
     ops     tapejax._ops.*                         the op library
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = "tapejax"
 
 LAYERS = ["base", "core", "engine", "ops", "tf", "ext", "entry"]
-BASE = {"tapejax.errors", "tapejax.config", "tapejax._log"}
+BASE = {"tapejax.errors", "tapejax.config", "tapejax._log", "tapejax._heap"}
 
 
 def layer_of(mod: str) -> str:

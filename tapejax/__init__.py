@@ -45,3 +45,9 @@ def __getattr__(name: str) -> object:
 
 
 __version__ = "0.1.0"
+
+# Last: the objects the import made (JAX's and tapejax's modules, never garbage) leave the cycle
+# collector's full walks, which an eager loop otherwise pays every few dozen steps (_heap: why).
+from . import _heap  # noqa: E402
+
+_heap.freeze_import_heap()

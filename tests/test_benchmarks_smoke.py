@@ -150,3 +150,18 @@ def test_autograph_benchmark_loops_agree():
 
     res = B.main(["--steps", "3", "--repeats", "1"])
     assert res["ratio"] > 0
+
+
+def test_gc_benchmark_runs_with_and_without_the_freeze():
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_gc.py"), "--workloads", "scalar_chain", "--impls",
+           "tapejax,tapejax-nofreeze", "--runs", "1", "--first-steps", "2", "--min-loop-s", "0", "--max-steps", "20"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    frozen = {}
+    for line in proc.stderr.splitlines():
+        name, impl, rest = line.split(None, 2)
+        r = json.loads(rest)
+        assert r["steps"] == 20 and r["mean_ms"] > 0 and 0 <= r["gc_share"] < 1, r
+        frozen[impl] = r["frozen"]
+    assert frozen["tapejax-nofreeze"] == 0 and frozen["tapejax"] > 50_000
+    assert proc.stdout.count("| scalar_chain |") == 2

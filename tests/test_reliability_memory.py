@@ -8,6 +8,7 @@ collector could free would stay alive and fail the test.
 from __future__ import annotations
 
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -387,3 +388,101 @@ def test_bad_replay_cache_size_environment_variable_says_what_to_do(bad, monkeyp
     assert _replay._env_cache_size() == 64
     monkeypatch.delenv("TAPEJAX_REPLAY_CACHE_SIZE")
     assert _replay._env_cache_size() == 512
+
+
+# --------------------------------------------------------------------------
+# The import-time freeze (tapejax/_heap.py): the objects ``import tapejax`` and ``import
+# tapejax.keras`` leave behind are out of the cycle collector's full walks; everything made
+# later is collected as before, and the freeze pins no garbage.
+
+_FREEZE_REPORT = """
+import gc, json, sys
+import tapejax
+after_tapejax = (gc.get_freeze_count(), len(gc.get_objects()))
+garbage_tapejax = gc.collect() if gc.get_freeze_count() == 0 else None
+if "keras" in sys.argv:
+    import tapejax.keras
+    after_keras = (gc.get_freeze_count(), len(gc.get_objects()))
+    garbage_keras = gc.collect() if gc.get_freeze_count() == 0 else None
+else:
+    after_keras = garbage_keras = None
+print(json.dumps([after_tapejax, garbage_tapejax, after_keras, garbage_keras]))
+"""
+
+
+def _freeze_report(freeze: str, keras: bool) -> list:
+    env = dict(os.environ, TAPEJAX_GC_FREEZE=freeze, JAX_PLATFORMS="cpu")
+    args = [sys.executable, "-c", _FREEZE_REPORT] + (["keras"] if keras else [])
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("keras", [False, True])
+def test_the_imports_freeze_their_objects_and_the_opt_out_leaves_the_collector_alone(keras):
+    (frozen, walked), _, after_keras, _ = _freeze_report("1", keras)
+    (frozen_off, walked_off), garbage, after_keras_off, garbage_keras = _freeze_report("0", keras)
+    # Without the freeze every object of the import is walked by a full collection; with it,
+    # almost none is (the few left: the freeze's own frame and the report's).
+    assert frozen_off == 0 and walked_off > 50_000
+    assert frozen >= 0.95 * walked_off and walked < 0.02 * frozen
+    # What the freeze pins is never garbage: a collection right after the import finds none.
+    assert garbage == 0
+    if keras:
+        (frozen_k, walked_k), (frozen_k_off, walked_k_off) = after_keras, after_keras_off
+        assert frozen_k_off == 0 and walked_k_off > walked_off + 50_000
+        assert frozen_k >= 0.95 * walked_k_off and walked_k < 0.02 * frozen_k
+        assert garbage_keras == 0
+
+
+@pytest.mark.parametrize("execution", ["eager", "lazy"])
+def test_cyclic_garbage_made_after_the_import_is_still_collected(execution):
+    """Tensors, variables, tapes and their device buffers held only by a reference cycle made
+    after the import: the collector frees them (the freeze covers only the import's objects)."""
+    import jax
+
+    from tapejax import config
+
+    if _heap_enabled():
+        assert gc.get_freeze_count() > 0  # the situation under test: this process froze at import
+    shape = (3, 7, 11)  # a shape no other array of this test has
+
+    class Box:
+        pass
+
+    previous = config.get_execution()
+    config.set_execution(execution)
+    try:
+        def make() -> weakref.ref:
+            box = Box()
+            box.self = box
+            box.v = tf.Variable(np.full(shape, 2.0, np.float32))
+            box.x = tf.constant(np.full(shape, 3.0, np.float32))
+            with tf.GradientTape(persistent=True) as tape:
+                box.y = tf.reduce_sum(box.v * box.x)
+            box.tape = tape
+            box.g = tape.gradient(box.y, box.v)
+            np.testing.assert_array_equal(box.g.numpy(), np.full(shape, 3.0, np.float32))
+            return weakref.ref(box)
+
+        ref = make()
+        gc.collect()
+        assert ref() is None
+        assert not [a for a in jax.live_arrays() if a.shape == shape]
+    finally:
+        config.set_execution(previous)
+
+
+def _heap_enabled() -> bool:
+    from tapejax import _heap
+
+    return _heap.enabled()
+
+
+@pytest.mark.parametrize("value, on", [("", True), ("1", True), ("yes", True), ("0", False), ("false", False),
+                                       (" OFF ", False), ("no", False)])
+def test_gc_freeze_environment_variable(value, on, monkeypatch):
+    from tapejax import _heap
+
+    monkeypatch.setenv("TAPEJAX_GC_FREEZE", value)
+    assert _heap.enabled() is on

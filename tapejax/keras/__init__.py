@@ -154,3 +154,9 @@ __all__ = [  # pyright: ignore[reportUnsupportedDunderAll]
     "losses", "metrics", "mixed_precision", "models", "ops", "optimizers", "random", "regularizers", "saving",
     "utils", "applications", *[n for n in _PASSTHROUGH if hasattr(_tf_keras, n)],
 ]
+
+# Last: Keras 3's import-time objects (about 120,000, never garbage) leave the cycle collector's
+# full walks, as tapejax's own did at ``import tapejax`` (tapejax/_heap.py: why).
+from .. import _heap  # noqa: E402
+
+_heap.freeze_import_heap()
