@@ -24,12 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks.bench_lazy import run_pinned  # noqa: E402  (one way to run a pinned child)
+
 WORKLOADS = ["euler_loop", "scalar_chain", "mlp_step_small", "keras_step"]
 # ``-nofreeze``: the same process with TAPEJAX_GC_FREEZE=0 (the collector as CPython leaves it).
 IMPLS = ["tapejax", "tapejax-nofreeze", "lazy", "lazy-nofreeze", "jax.jit", "tf", "torch"]
@@ -120,14 +122,7 @@ def run_one(workload: str, impl: str, first_steps: int, min_loop_s: float, max_s
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     real = "tapejax" if impl.startswith(("tapejax", "lazy")) else impl
-    cmd = [sys.executable, "-c", _CHILD.format(root=ROOT, args=(workload, real, first_steps, min_loop_s, max_steps))]
-    if shutil.which("taskset"):
-        cmd = ["taskset", "-c", "0"] + cmd
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    for line in p.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    return {"error": (p.stderr or p.stdout)[-600:]}
+    return run_pinned(_CHILD.format(root=ROOT, args=(workload, real, first_steps, min_loop_s, max_steps)), env, 1800)
 
 
 def main() -> None:

@@ -84,11 +84,17 @@ def run_one(workload: str, impl: str, warmup: int, repeats: int, min_run_s: floa
     env["TAPEJAX_EXECUTION"] = "lazy" if impl == "lazy" else "eager"
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    cmd = [sys.executable, "-c", _CHILD.format(root=ROOT, args=(workload, impl, warmup, repeats, min_run_s),
-                                               first_steps=FIRST_STEPS)]
+    return run_pinned(_CHILD.format(root=ROOT, args=(workload, impl, warmup, repeats, min_run_s),
+                                    first_steps=FIRST_STEPS), env, 900)
+
+
+def run_pinned(code: str, env: dict, timeout: float) -> dict:
+    """``code`` in a fresh Python process pinned to core 0 (when ``taskset`` exists): its ``RESULT`` JSON line,
+    or ``{"error": ...}`` with the end of its output."""
+    cmd = [sys.executable, "-c", code]
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", "0"] + cmd
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
