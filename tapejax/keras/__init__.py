@@ -31,6 +31,9 @@ Differences from TF 2.21's ``tf.keras`` (compat_docs/differences.md):
   (one op) is scored from its clipped probabilities, which differs near
   saturation. Use ``from_logits=True`` for identical numbers.
 - Optimizer differences: see ``tf.keras.optimizers``.
+- A built-in model's (layer's, loss's, metric's) eager call is compiled from its 11th call with
+  the same shapes and settings (values equal up to the last bits; code of the user's runs op by op
+  on every call; ``TAPEJAX_KERAS_COMPILE=0`` opts out): ``_bridge``.
 
 Example:
     >>> import tapejax as tf

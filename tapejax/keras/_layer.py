@@ -26,6 +26,7 @@ from keras.src.layers.layer import CallSpec  # noqa: E402
 
 from .._core._recorder import Tensor, VariableBase
 from .._tf import _distribute_ctx as _dctx
+from . import _bridge
 from ._bridge import (
     StatelessScope,
     in_stateless_scope,
@@ -51,6 +52,33 @@ def is_native(cls: type) -> bool:
         c = not (mod == "keras" or mod.startswith("keras."))
         setattr(cls, "_tapejax_native", c)  # noqa: B010  # cached per class (any Keras class)
     return c
+
+
+def _pure_keras(obj: Any) -> bool:
+    """Whether calling ``obj`` (a layer, or its no-activation wrapper) runs only Keras's and tapejax's
+    code, so its eager value may be compiled (``_bridge._keras_impl``): every sub-layer a tf.keras
+    class (so attribute changes are seen) whose ``call`` is Keras's, no ``Lambda``, no activity
+    regularizer, no activation of the user's."""
+    layer = getattr(obj, "_tapejax_layer", obj)
+    if not isinstance(layer, LayerMixin):
+        return False
+    try:
+        layers = list(layer._flatten_layers(include_self=True, recursive=True))
+    except Exception:  # noqa: BLE001  (a layer Keras cannot walk: not compiled)
+        return False
+    for sub in layers:
+        cls = type(sub)
+        if isinstance(sub, keras.layers.InputLayer):
+            continue  # (a placeholder: no computation, nothing to change)
+        if not isinstance(sub, LayerMixin) or is_native(cls) or isinstance(sub, keras.layers.Lambda):
+            return False
+        if getattr(sub, "activity_regularizer", None) is not None:
+            return False
+        for attr in ("activation", "recurrent_activation"):
+            a = getattr(sub, attr, None)
+            if a is not None and not _bridge.keras_code(a):
+                return False
+    return True
 
 
 def _symbolic(tree: Any) -> bool:
@@ -170,6 +198,13 @@ class LayerMixin(_LayerMixinBase):
     def add_variable(self, *args: Any, **kwargs: Any) -> Any:
         return self.add_weight(*args, **kwargs)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A public attribute (trainable, activation, rate...) may change what a call computes: a
+        # compiled eager call traced before it is not used again (_bridge.version). (Keras sets
+        # ``built = True`` again on every call: no change, no new version.)
+        _bridge.bump_version(self, name, value)
+        super().__setattr__(name, value)
+
     # ---- calls --------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -257,6 +292,7 @@ class LayerMixin(_LayerMixinBase):
                 finally:
                     object.__setattr__(self, "activation", act)
 
+            fn._tapejax_layer = self  # type: ignore[attr-defined]  # (_pure_keras: the layer it calls)
             d["no_activation"] = fn
         return fn
 
@@ -311,3 +347,6 @@ def native_build_needed(layer: Any) -> bool:
 
 def keras_variables(layer: Any) -> list:
     return [kvar(v) for v in layer.variables]
+
+
+_bridge.pure_checks.append(_pure_keras)

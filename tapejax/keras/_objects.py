@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._core._recorder import Tensor
-from . import _nn
+from . import _bridge, _nn
 from ._bridge import in_stateless_scope, keras, mirrors, stateful_call
 
 __all__ = ["MetricMixin", "LossMixin", "tape_metric", "generate"]
@@ -45,6 +45,10 @@ else:
 
 class MetricMixin(_MetricMixinBase):
     """``update_state``/``result``/``reset_state`` as ops over the metric's variables."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _bridge.bump_version(self, name, value)  # (_bridge: a compiled eager call sees no later change)
+        super().__setattr__(name, value)
 
     def update_state(self, *args: Any, **kwargs: Any) -> Any:
         if not _eager((args, kwargs)):
@@ -79,6 +83,10 @@ else:
 
 class LossMixin(_LossMixinBase):
     """A Keras loss whose call is one op on the tape."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _bridge.bump_version(self, name, value)  # (_bridge: a compiled eager call sees no later change)
+        super().__setattr__(name, value)
 
     if TYPE_CHECKING:
         # Keras's LossFunctionWrapper (most built-in losses) sets these; __call__ reads them
@@ -117,6 +125,7 @@ class LossMixin(_LossMixinBase):
                     self._fn_kwargs.clear()
                     self._fn_kwargs.update(saved)
 
+            fn._tapejax_layer = self  # type: ignore[attr-defined]  # (_pure_object: the loss it calls)
             d["logits"] = fn
         return fn
 
@@ -257,3 +266,22 @@ def getter(kget: Any, functions: dict) -> Any:
         return tape_object(kget(identifier), functions)
 
     return get
+
+
+def _pure_object(obj: Any) -> bool:
+    """Whether ``obj`` (a loss's or metric's bound method, or its logits wrapper) runs only Keras's and
+    tapejax's code (``_bridge._keras_impl`` may compile its eager value): a tf.keras class of its own
+    (not a subclass the user wrote), wrapping no function of the user's."""
+    target = getattr(obj, "_tapejax_layer", None) or getattr(obj, "__self__", None)
+    if not isinstance(target, LossMixin | MetricMixin):
+        return False
+    if not (type(target).__module__ or "").startswith("tapejax.keras"):
+        return False
+    for attr in ("fn", "_fn"):
+        f = target.__dict__.get(attr)
+        if f is not None and not _bridge.keras_code(f):
+            return False
+    return True
+
+
+_bridge.pure_checks.append(_pure_object)
