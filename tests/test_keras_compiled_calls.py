@@ -86,7 +86,8 @@ def _assert_same(a: dict, b: dict) -> None:
 
 _LAYER = st.one_of(
     st.tuples(st.just("dense"), st.tuples(st.sampled_from([3, 8]),
-                                          st.sampled_from([None, "relu", "tanh", "sigmoid", "gelu", "softplus"]))),
+                                          st.sampled_from([None, "relu", "tanh", "sigmoid", "gelu", "softplus",
+                                                           tf.nn.relu, tf.math.tanh]))),
     st.tuples(st.just("dropout"), st.sampled_from([0.2, 0.5])),
     st.tuples(st.just("bn"), st.sampled_from([0.5, 0.9])),
     st.tuples(st.just("ln"), st.none()),
@@ -158,6 +159,25 @@ def test_an_attribute_change_after_the_switch_is_seen(compile_switch):
     # (the change is real: frozen statistics and tanh give other values)
     assert not np.allclose(compiled[STEPS - 1], compiled[2 * STEPS - 1])
     assert not np.allclose(compiled[2 * STEPS - 1], compiled[3 * STEPS - 1])
+
+
+def test_a_tapejax_op_as_an_activation_is_compiled(compile_switch):
+    """``Dense(activation=tf.nn.relu)``: tapejax's own op, so the call is compiled, with eager values."""
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+
+    def run(compiled: bool) -> tuple:
+        compile_switch(compiled)
+        tf.keras.utils.set_random_seed(5)
+        model = tf.keras.Sequential([tf.keras.Input((4,)), L.Dense(6, activation=tf.nn.relu),
+                                     L.Dense(2, activation=tf.math.tanh)])
+        before = _bridge.fwd_stats["compiled"]
+        outs = [np.asarray(model(x)) for _ in range(STEPS)]
+        return outs, _bridge.fwd_stats["compiled"] - before
+
+    compiled, n = run(True)
+    eager, n0 = run(False)
+    assert n == STEPS - _bridge.HOT - _bridge.LAG and n0 == 0
+    np.testing.assert_allclose(compiled, eager, rtol=1e-6, atol=1e-7)
 
 
 def test_code_of_the_users_runs_on_every_call(compile_switch):

@@ -394,7 +394,7 @@ def keras_code(fn: Any) -> bool:
             break
         fn = inner
     mod = getattr(fn, "__module__", "") or ""
-    return mod == "keras" or mod.startswith(("keras.", "tapejax."))
+    return mod in ("keras", "tapejax") or mod.startswith(("keras.", "tapejax."))  # (tf.nn.relu: "tapejax")
 
 
 def bump_version(obj: Any, name: str, value: Any) -> None:
