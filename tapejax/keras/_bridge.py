@@ -399,7 +399,13 @@ def keras_code(fn: Any) -> bool:
 
 def bump_version(obj: Any, name: str, value: Any) -> None:
     """A public attribute set on a tf.keras object: a new ``version`` if its value changes."""
-    if not name.startswith("_") and getattr(obj, name, _MISSING) is not value:
+    if name.startswith("_"):
+        return
+    try:
+        same = getattr(obj, name, _MISSING) is value
+    except Exception:  # noqa: BLE001  (a Keras property that raises before build: counted as a change)
+        same = False
+    if not same:
         version[0] += 1
 
 
