@@ -39,6 +39,7 @@ from .._tf import _distribute_ctx as _dctx
 from .._tf._distribute_ctx import VariableAggregation, VariableSynchronization, note_variable
 from .._tf._jnp_wrap import _DATA, _freeze, _is_data, _is_leaf, _thaw
 from .._tf._variable import Variable
+from . import _saving
 
 # The recorder's property for a variable's value, which the Keras variable view extends.
 _BASE_VALUE: Any = VariableBase.__dict__["_value"]
@@ -395,6 +396,32 @@ def keras_code(fn: Any) -> bool:
         fn = inner
     mod = getattr(fn, "__module__", "") or ""
     return mod in ("keras", "tapejax") or mod.startswith(("keras.", "tapejax."))  # (tf.nn.relu: "tapejax")
+
+
+class Saveable:
+    """Keras's serialization entry points on tapejax's layers, models, losses and metrics.
+
+    Keras's ``__reduce__`` (``copy.deepcopy``, ``pickle``) saves an object into a ``.keras`` buffer
+    and loads it back with the class's ``_unpickle_model``; a wrapper layer's or a model's
+    ``from_config`` builds the objects its config names. Both load inside ``_saving.loading()``,
+    so what comes back is tapejax's classes, as the object copied was.
+    """
+
+    def __reduce__(self) -> Any:
+        with quiet_keras_array():  # (Keras's save of the copy, as ``Model.save``)
+            return super().__reduce__()
+
+    @classmethod
+    def _unpickle_model(cls, bytesio: Any) -> Any:  # (the name pickle stores: Keras's own)
+        from keras.src.saving import saving_lib
+
+        with _saving.loading(), quiet_keras_array():
+            return saving_lib._load_model_from_fileobj(bytesio, custom_objects=None, compile=True, safe_mode=False)
+
+    @classmethod
+    def from_config(cls, config: Any, *args: Any, **kwargs: Any) -> Any:
+        with _saving.loading():
+            return super().from_config(config, *args, **kwargs)  # type: ignore[misc]  # (Keras's class, after the mixin)
 
 
 def bump_version(obj: Any, name: str, value: Any) -> None:

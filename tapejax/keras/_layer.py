@@ -23,6 +23,7 @@ from keras.src import utils as _kutils  # noqa: E402
 from keras.src.backend import compute_output_spec as _compute_output_spec  # noqa: E402
 from keras.src.backend.common.masking import get_keras_mask as _get_keras_mask  # noqa: E402
 from keras.src.layers.layer import CallSpec  # noqa: E402
+from keras.src.layers.layer import get_shapes_dict as _get_shapes_dict  # noqa: E402
 
 from .._core._recorder import Tensor, VariableBase
 from .._tf import _distribute_ctx as _dctx
@@ -155,7 +156,7 @@ else:
     _LayerMixinBase = object
 
 
-class LayerMixin(_LayerMixinBase):
+class LayerMixin(_bridge.Saveable, _LayerMixinBase):
     """What ``tf.keras`` adds to a Keras 3 layer: calls on the tape, variables as ``tf.Variable``."""
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -234,6 +235,12 @@ class LayerMixin(_LayerMixinBase):
         if is_native(type(self)):
             # Sub-layers build on their first call.
             self.built = True
+            if self._build_shapes_dict is None and _kutils.is_default(self.build):  # type: ignore[has-type]
+                # What Keras's default ``build`` records: ``get_build_config`` saves it, so a file or a
+                # copy of the layer is built (and its weights loaded) before its first call.
+                shapes = _get_shapes_dict(CallSpec(self._call_signature, self._call_context_args, _specs(args),
+                                                   _specs(dict(kwargs))))
+                self._build_shapes_dict = {"input_shape": next(iter(shapes.values()), None)}
 
     def _resolve_context(self, args: tuple, kwargs: dict) -> Any:
         call_context = self._get_call_context()

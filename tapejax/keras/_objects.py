@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._core._recorder import Tensor
-from . import _bridge, _nn
+from . import _bridge, _nn, _saving
 from ._bridge import in_stateless_scope, keras, mirrors, stateful_call
 
 __all__ = ["MetricMixin", "LossMixin", "tape_metric", "generate"]
@@ -43,7 +43,7 @@ else:
     _MetricMixinBase = object
 
 
-class MetricMixin(_MetricMixinBase):
+class MetricMixin(_bridge.Saveable, _MetricMixinBase):
     """``update_state``/``result``/``reset_state`` as ops over the metric's variables."""
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -81,7 +81,7 @@ else:
     _LossMixinBase = object
 
 
-class LossMixin(_LossMixinBase):
+class LossMixin(_bridge.Saveable, _LossMixinBase):
     """A Keras loss whose call is one op on the tape."""
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -141,6 +141,7 @@ def tape_metric(m: Any) -> Any:
     new = _swapped.get(cls)
     if new is None:
         new = _swapped[cls] = type(cls.__name__, (MetricMixin, cls), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+        _saving.register(new, cls)
     m.__class__ = new
     return m
 
@@ -158,6 +159,7 @@ def generate(module: Any, base: type, mixin: type, modname: str) -> dict:
             doc = f"Keras 3's ``{obj.__module__}.{obj.__qualname__}``, its calls recorded on the tape."
             cls = type(name, (mixin, obj), {"__module__": modname, "__qualname__": name, "__doc__": doc})
             _swapped[obj] = cls
+            _saving.register(cls, obj)
             out[name] = cls
         else:
             out[name] = obj
@@ -263,9 +265,19 @@ def tape_object(obj: Any, functions: dict) -> Any:
 def getter(kget: Any, functions: dict) -> Any:
     def get(identifier: Any) -> Any:
         """Keras's ``get`` (a name, a config or an object), returning tapejax's version of it."""
-        return tape_object(kget(identifier), functions)
+        with _saving.loading():
+            return tape_object(kget(identifier), functions)
 
     return get
+
+
+def deserializer(kdeserialize: Any, functions: dict) -> Any:
+    def deserialize(config: Any, custom_objects: Any = None) -> Any:
+        """Keras's ``deserialize`` of a config (or a name), returning tapejax's class (or op) for it."""
+        with _saving.loading():
+            return tape_object(kdeserialize(config, custom_objects=custom_objects), functions)
+
+    return deserialize
 
 
 def _pure_object(obj: Any) -> bool:

@@ -26,8 +26,10 @@ import inspect
 import sys
 from typing import Any
 
+from . import _saving
 from ._bridge import jax_level, keras, mirror, tf_keras
 from ._layer import LayerMixin
+from ._objects import deserializer
 
 _generated: dict[str, type] = {}
 
@@ -85,6 +87,7 @@ def _make(name: str, kcls: type, extra: dict | None = None) -> type:
     if extra:
         ns.update(extra)
     cls = type(name, (LayerMixin, kcls), ns)
+    _saving.register(cls, kcls)
     _generated[name] = cls
     return cls
 
@@ -144,6 +147,7 @@ for _name in dir(tf_keras.layers):
     else:
         _generated[_name] = _obj  # Input, InputSpec, serialize, deserialize
 
+_generated["deserialize"] = deserializer(keras.layers.deserialize, {})
 globals().update(_generated)
 
 # Computed at import (from Keras 3's names): the generated stub layers.pyi spells these names out for type checkers.

@@ -12,11 +12,12 @@ Example:
 from __future__ import annotations
 
 from ._bridge import keras, tf_keras
-from ._objects import LossMixin, generate, generate_functions, getter
+from ._objects import LossMixin, deserializer, generate, generate_functions, getter
 
 _names = generate(tf_keras.losses, keras.losses.Loss, LossMixin, __name__)
 _names.update(generate_functions(tf_keras.losses, __name__))
 _names["get"] = getter(keras.losses.get, _names)
+_names["deserialize"] = deserializer(keras.losses.deserialize, _names)
 globals().update(_names)
 
 # Computed at import (from Keras 3's names): the generated stub losses.pyi spells these names out for type checkers.

@@ -18,11 +18,12 @@ Example:
 from __future__ import annotations
 
 from ._bridge import keras, tf_keras
-from ._objects import MetricMixin, generate, generate_functions, getter
+from ._objects import MetricMixin, deserializer, generate, generate_functions, getter
 
 _names = generate(tf_keras.metrics, keras.metrics.Metric, MetricMixin, __name__)
 _names.update(generate_functions(tf_keras.metrics, __name__))
 _names["get"] = getter(keras.metrics.get, _names)
+_names["deserialize"] = deserializer(keras.metrics.deserialize, _names)
 globals().update(_names)
 
 # Computed at import (from Keras 3's names): the generated stub metrics.pyi spells these names out for type checkers.

@@ -41,7 +41,7 @@ from keras.src.trainers.epoch_iterator import EpochIterator  # noqa: E402
 from .._core._recorder import Tensor, VariableBase
 from .._tf import _distribute_ctx as _dctx
 from .._tf import _surface as tf
-from . import layers as _layers
+from . import _saving
 from . import optimizers as _optimizers
 from ._bridge import in_stateless_scope, keras, mirrors, quiet_keras_array, stateful_call
 from ._layer import LayerMixin, adapt_callable
@@ -651,18 +651,10 @@ def tape_model(model: Any) -> Any:
     return model
 
 
-_KERAS_CLASSES = {"Model": Model, "Functional": Functional, "Sequential": Sequential}
-
-
-def custom_objects() -> dict:
-    """tapejax's classes under Keras's names: a saved model loads back into them."""
-    from . import losses, metrics
-
-    out = {k: v for k, v in vars(_layers)["_generated"].items() if isinstance(v, type)}
-    for mod in (losses, metrics):
-        out.update({k: v for k, v in vars(mod).items() if isinstance(v, type)})
-    out.update(_KERAS_CLASSES)
-    return out
+# Saved as Keras's classes, and loaded back as these (_saving).
+_saving.register(Model, keras.Model)
+_saving.register(Sequential, keras.Sequential)
+_saving.register(Functional, _KFunctional)
 
 
 def load_model(filepath: Any, custom_objects: Any = None, compile: bool = True, safe_mode: bool = True) -> Any:
@@ -678,15 +670,9 @@ def load_model(filepath: Any, custom_objects: Any = None, compile: bool = True, 
         >>> bool((again.predict(tf.ones((1, 3)), verbose=0) == model.predict(tf.ones((1, 3)), verbose=0)).all())
         True
     """
-    objs = _all_custom_objects()
-    objs.update(custom_objects or {})
-    with keras.saving.custom_object_scope(objs), quiet_keras_array():
-        model = keras.saving.load_model(filepath, custom_objects=objs, compile=compile, safe_mode=safe_mode)
-    return model
-
-
-def _all_custom_objects() -> dict:
-    return custom_objects()
+    with _saving.loading(), quiet_keras_array():
+        model = keras.saving.load_model(filepath, custom_objects=custom_objects, compile=compile, safe_mode=safe_mode)
+    return tape_model(model)
 
 
 def save_model(model: Any, filepath: Any, overwrite: bool = True, **kwargs: Any) -> None:
@@ -695,9 +681,8 @@ def save_model(model: Any, filepath: Any, overwrite: bool = True, **kwargs: Any)
 
 
 def model_from_json(json_string: str, custom_objects: Any = None) -> Any:
-    objs = _all_custom_objects()
-    objs.update(custom_objects or {})
-    return keras.models.model_from_json(json_string, custom_objects=objs)
+    with _saving.loading():
+        return tape_model(keras.models.model_from_json(json_string, custom_objects=custom_objects))
 
 
 def clone_model(model: Any, input_tensors: Any = None, clone_function: Any = None, call_function: Any = None,
@@ -711,7 +696,6 @@ def clone_model(model: Any, input_tensors: Any = None, clone_function: Any = Non
         >>> type(twin).__name__, twin.output_shape
         ('Sequential', (None, 2))
     """
-    objs = _all_custom_objects()
-    with keras.saving.custom_object_scope(objs):
-        return keras.models.clone_model(model, input_tensors=input_tensors, clone_function=clone_function,
-                                        call_function=call_function, recursive=recursive, **kwargs)
+    with _saving.loading():
+        return tape_model(keras.models.clone_model(model, input_tensors=input_tensors, clone_function=clone_function,
+                                        call_function=call_function, recursive=recursive, **kwargs))

@@ -29,6 +29,13 @@ first call runs eagerly and later calls compile the whole update, state
 included. The learning rate is a variable (or a schedule of ``iterations``),
 so changing it does not recompile.
 
+In a saved model (``model.save``, ``copy.deepcopy``, ``pickle``) the state is
+written in Keras's layout (iterations, learning rate, then Keras's slots:
+``momentum``/``velocity``, ``accumulator``..., from the optax fields), so
+training resumed from a file TF saved continues TF's run, and the reverse. The
+one exception is ``Adam(amsgrad=True)``, whose optax maximum differs from
+Keras's: it warns and saves no state.
+
 Example:
     >>> import tapejax as tf
     >>> w = tf.Variable([1.0, 2.0])
@@ -58,6 +65,7 @@ from ..._ops._dtypes import x64_enabled
 from ..._tf._gradient_tape import GradientTape
 from ..._tf._variable import Variable
 from .. import _naming
+from .._bridge import keras
 from . import schedules
 from .schedules import LearningRateSchedule
 
@@ -108,14 +116,21 @@ def _update(static: tuple, lr: Any, iterations: Any, params: list, grads: list, 
     return new_params, new_states
 
 
-class Optimizer:
+_KerasSaveable: Any = keras.src.saving.keras_saveable.KerasSaveable
+
+
+class Optimizer(_KerasSaveable):
     """Base class of the optax-backed Keras optimizers (``tf.keras.optimizers.Optimizer``).
 
     Subclasses give ``_transform(hyper, lr, step, weight_decay)``: the optax
-    transformation for one variable at this step.
+    transformation for one variable at this step, and ``_keras_slots()``: how Keras
+    lays out the same state in a saved file.
     """
 
     _HYPER: tuple[str, ...] = ()
+    # KerasSaveable is here for Keras's saving, which walks a model's KerasSaveable attributes
+    # (``model.optimizer``) for their variables; copies and pickles stay plain Python copies.
+    __reduce__ = object.__reduce__
 
     def __init__(self, learning_rate: Any, weight_decay: float | None = None, clipnorm: float | None = None,
                  clipvalue: float | None = None, global_clipnorm: float | None = None, use_ema: bool = False,
@@ -165,6 +180,7 @@ class Optimizer:
         self._trainable_variables: list[VariableBase] = []
         self._index: dict[int, int] = {}
         self._slots: list[tuple[Any, list[Variable], bool, bool]] = []
+        self._slot_fields: list[list[str]] = []
         self._exclude_ids: set[int] = set()
         self._exclude_names: tuple[str, ...] = ()
 
@@ -259,6 +275,7 @@ class Optimizer:
             self._check_variable(v)
         zero = jnp.zeros((), jnp.float32)
         slots = []
+        fields: list[list[str]] = []  # each state variable's optax field (``_keras_state``)
         index = {}
         created: list[Variable] = []
         for i, v in enumerate(variables):
@@ -268,21 +285,28 @@ class Optimizer:
             paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(state)
             base = getattr(v, "name", "variable").split(":")[0].replace("/", "_")
             leaf_vars = []
+            leaf_fields: list[str] = []
             for path, leaf in paths_leaves:
                 field = next((str(getattr(k, "name", "")) for k in reversed(path) if getattr(k, "name", None)), "state")
                 sv = Variable(Tensor(jnp.asarray(leaf)), trainable=False, name=f"{base}_{field}")
                 leaf_vars.append(sv)
+                leaf_fields.append(field)
                 created.append(sv)
             has_count = bool(optax.tree_utils.tree_get_all_with_path(state, "count"))
             slots.append((treedef, leaf_vars, use_wd, has_count))
+            fields.append(leaf_fields)
             index[v._uid] = i
         # Committed only once every state variable exists (a compiled step that refuses
         # variable creation re-runs this first call eagerly; nothing half-built remains).
         self._slots = slots
+        self._slot_fields = fields
         self._index = index
         self._trainable_variables = variables
         self._variables.extend(created)
         self.built = True
+        pending = self.__dict__.pop("_tapejax_pending_state", None)
+        if pending is not None:
+            self._assign_keras_state(pending)
 
     # ---- applying ---------------------------------------------------------------------------
 
@@ -443,6 +467,69 @@ class Optimizer:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
 
+    # ---- saving: Keras's layout of the state --------------------------------------------------
+
+    def _obj_type(self) -> str:
+        return "Optimizer"
+
+    def _keras_slots(self) -> list | None:
+        """Keras's slot variables, as groups of ``(optax field, sign)`` (Keras interleaves a group's
+        slots variable by variable, and adds groups one after another); None: no known layout."""
+        return []
+
+    def _keras_state(self) -> list | None:
+        """The state as Keras's ``optimizer.variables`` lists it: iterations, the learning rate
+        (a variable), then the slots; each entry ``(variable, sign)``. None: no known layout."""
+        groups = self._keras_slots()
+        if groups is None:
+            return None
+        out: list = [(self._iterations, 1.0)]
+        if isinstance(self._learning_rate, VariableBase):
+            out.append((self._learning_rate, 1.0))
+        for group in groups:
+            for (_, leaf_vars, _, _), names in zip(self._slots, self._slot_fields):
+                by_field = dict(zip(names, leaf_vars))
+                for field, sign in group:
+                    if field not in by_field:
+                        return None
+                    out.append((by_field[field], sign))
+        return out
+
+    def save_own_variables(self, store: Any) -> None:
+        """Keras's saving: the state in Keras's order, so a file TF loads resumes training as here."""
+        state = self._keras_state() if self.built else [(self._iterations, 1.0)] + (
+            [(self._learning_rate, 1.0)] if isinstance(self._learning_rate, VariableBase) else [])
+        if state is None:
+            warnings.warn(f"{type(self).__name__}'s state ({self.name}) has no Keras layout here: it is not saved, "
+                          "and training resumed from the file starts it afresh.", stacklevel=2)
+            return
+        for i, (v, sign) in enumerate(state):
+            store[str(i)] = np.asarray(v._value) * np.asarray(sign, np.asarray(v._value).dtype)
+
+    def load_own_variables(self, store: Any) -> None:
+        """Keras's loading: the state a file holds, assigned now, or when the first update builds it."""
+        values = [np.asarray(store[str(i)]) for i in range(len(store.keys()))]
+        if not self.built and len(values) > 1 + isinstance(self._learning_rate, VariableBase):
+            self.__dict__["_tapejax_pending_state"] = values  # (Keras builds a compiled model's optimizer later)
+            return
+        self._assign_keras_state(values)
+
+    def _assign_keras_state(self, values: list) -> None:
+        state = self._keras_state() if self.built else [(self._iterations, 1.0)] + (
+            [(self._learning_rate, 1.0)] if isinstance(self._learning_rate, VariableBase) else [])
+        if state is None or len(state) != len(values):
+            # Keras's own behaviour (and message) when the saved state does not fit the optimizer.
+            warnings.warn(f"Skipping variable loading for optimizer '{self.name}', because it has "
+                          f"{0 if state is None else len(state)} variables whereas the saved optimizer has "
+                          f"{len(values)} variables. ", stacklevel=2)
+            return
+        for (v, _), x in zip(state, values):
+            if tuple(x.shape) != tuple(v.shape):
+                raise ValueError(f"Optimizer '{self.name}': the saved value for {getattr(v, 'name', '?')} has shape {x.shape}, "
+                                 f"the variable {tuple(v.shape)}. Load the file into the model it was saved from.")
+        for (v, sign), x in zip(state, values):
+            v.assign(Tensor(jnp.asarray(x * sign if sign != 1.0 else x, v._v.dtype)))
+
 
 def _decayed(tx: optax.GradientTransformation, lr: Any, weight_decay: float | None) -> optax.GradientTransformation:
     # Keras's decoupled decay for any optimizer: w -= lr * wd * w, from the weights before the step.
@@ -466,6 +553,10 @@ class SGD(Optimizer):
     """
 
     _HYPER = ("momentum", "nesterov")
+
+    def _keras_slots(self) -> list | None:
+        # Keras's momentum m = momentum * m - lr * g is optax's trace after scale_by_learning_rate.
+        return [[("trace", 1.0)]] if self.momentum else []
 
     def __init__(self, learning_rate: Any = 0.01, momentum: float = 0.0, nesterov: bool = False, weight_decay: float | None = None,
                  clipnorm: float | None = None, clipvalue: float | None = None, global_clipnorm: float | None = None,
@@ -506,6 +597,11 @@ class Adam(Optimizer):
     """
 
     _HYPER = ("beta_1", "beta_2", "epsilon", "amsgrad")
+
+    def _keras_slots(self) -> list | None:
+        if self.amsgrad:
+            return None  # (optax keeps the maximum of the bias-corrected moment, Keras of the raw one)
+        return [[("mu", 1.0), ("nu", 1.0)]]
 
     def __init__(self, learning_rate: Any = 0.001, beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-7,
                  amsgrad: bool = False, weight_decay: float | None = None, clipnorm: float | None = None,
@@ -570,6 +666,11 @@ class RMSprop(Optimizer):
 
     _HYPER = ("rho", "momentum", "epsilon", "centered")
 
+    def _keras_slots(self) -> list | None:
+        # Keras's momentum buffer accumulates +lr * g / rms and is subtracted; optax's trace holds its negative.
+        return ([[("nu", 1.0)]] + ([[("trace", -1.0)]] if self.momentum else [])
+                + ([[("mu", 1.0)]] if self.centered else []))
+
     def __init__(self, learning_rate: Any = 0.001, rho: float = 0.9, momentum: float = 0.0, epsilon: float = 1e-7,
                  centered: bool = False, weight_decay: float | None = None, clipnorm: float | None = None,
                  clipvalue: float | None = None, global_clipnorm: float | None = None, use_ema: bool = False,
@@ -602,6 +703,9 @@ class Adagrad(Optimizer):
     """
 
     _HYPER = ("initial_accumulator_value", "epsilon")
+
+    def _keras_slots(self) -> list | None:
+        return [[("sum_of_squares", 1.0)]]
 
     def __init__(self, learning_rate: Any = 0.001, initial_accumulator_value: float = 0.1, epsilon: float = 1e-7,
                  weight_decay: float | None = None, clipnorm: float | None = None, clipvalue: float | None = None,
