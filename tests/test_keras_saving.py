@@ -264,3 +264,23 @@ def test_a_saved_state_that_does_not_fit_is_skipped_as_keras_does_and_nothing_is
     with pytest.raises(ValueError, match="shape"):
         opt.load_own_variables(good)
     assert all(np.array_equal(np.asarray(v), b) for v, b in zip(opt.variables, before))
+
+
+def test_a_keras_optimizer_object_given_to_compile_trains_as_tapejaxs():
+    # Keras's legacy .h5 loader deserializes a Keras optimizer; code importing keras passes one too.
+    import keras
+
+    def trained(opt):
+        model = make_model("sequential", [("dense", (3, "tanh"))], "mse", False, 5)
+        model.compile(optimizer=opt, loss="mse")
+        return model, model.fit(X, Y, epochs=3, batch_size=2, shuffle=False, verbose=0).history["loss"]
+
+    model, got = trained(keras.optimizers.Adam(0.02, beta_1=0.8))
+    assert type(model.optimizer) is tf.keras.optimizers.Adam
+    assert model.optimizer.get_config()["beta_1"] == 0.8
+    _, want = trained(tf.keras.optimizers.Adam(0.02, beta_1=0.8))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    used = keras.optimizers.SGD(0.1)
+    used.build([keras.Variable(np.zeros(2, np.float32))])
+    with pytest.raises(ValueError, match="already been used"):
+        tf.keras.optimizers.get(used)

@@ -65,7 +65,7 @@ from ..._ops._dtypes import x64_enabled
 from ..._tf._gradient_tape import GradientTape
 from ..._tf._variable import Variable
 from .. import _naming
-from .._bridge import keras
+from .._bridge import keras, quiet_keras_array
 from . import schedules
 from .schedules import LearningRateSchedule
 
@@ -477,6 +477,34 @@ class Optimizer(_KerasSaveable):
         slots variable by variable, and adds groups one after another); None: no known layout."""
         return []
 
+    class _Saved:
+        # One entry of the Keras layout for Keras's legacy .h5 writer, which reads ``path`` and the
+        # value (through ``np.array``): the value with Keras's sign.
+        def __init__(self, path: str, value: np.ndarray):
+            self.path = path
+            self._value = np.asarray(value)  # (a 0-d product is a NumPy scalar, not an array)
+
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+            return self._value if dtype is None else self._value.astype(dtype)
+
+    @property
+    def weights(self) -> list:
+        """The state in Keras's layout, as values (what Keras's legacy ``.h5`` saving writes)."""
+        state = self._keras_state() if self.built else None
+        if state is None:
+            return []
+        # (the position in the name: two layers' kernels have the same variable name)
+        return [self._Saved(f"{self.name}/{i}_{str(getattr(v, 'name', 'variable')).split(':')[0]}",
+                            np.asarray(v._value) * np.asarray(sign, np.asarray(v._value).dtype))
+                for i, (v, sign) in enumerate(state)]
+
+    def _create_all_weights(self, variables: Any) -> None:
+        """Keras's legacy ``.h5`` loader: the state is created by the first update (``set_weights`` waits for it)."""
+
+    def set_weights(self, values: Any) -> None:
+        """Set the state from values in Keras's layout (Keras's legacy ``.h5`` loader)."""
+        self.load_own_variables({str(i): v for i, v in enumerate(values)})
+
     def _keras_state(self) -> list | None:
         """The state as Keras's ``optimizer.variables`` lists it: iterations, the learning rate
         (a variable), then the slots; each entry ``(variable, sign)``. None: no known layout."""
@@ -739,7 +767,24 @@ def get(identifier: Any) -> Optimizer:
         return cls()
     if isinstance(identifier, dict) and "class_name" in identifier:
         return deserialize(identifier)
+    if isinstance(identifier, keras.optimizers.Optimizer):
+        return _from_keras(identifier)
     raise ValueError(f"Could not interpret optimizer identifier: {identifier}")
+
+
+def _from_keras(opt: Any) -> Optimizer:
+    # A Keras optimizer object (Keras's legacy .h5 loader deserializes one; code that imports
+    # ``keras`` itself passes one to compile): tapejax's optimizer of the same class and config.
+    cls: Any = _BY_NAME.get(type(opt).__name__.lower())
+    if cls is None or type(opt).__name__ != cls.__name__:
+        raise ValueError(f"Could not interpret optimizer identifier: {opt}. tapejax.keras has SGD, Adam, AdamW, RMSprop "
+                         "and Adagrad; pass one of them (tf.keras.optimizers.Adam(...)) or its name.")
+    if opt.built:
+        raise ValueError(f"{type(opt).__name__} is a Keras optimizer that has already been used: its state cannot move "
+                         f"to tapejax's. Pass tf.keras.optimizers.{cls.__name__}(...) (or the name) to compile instead.")
+    with quiet_keras_array():  # (Keras reads its learning-rate variable with np.array)
+        config = opt.get_config()
+    return cls.from_config(config)
 
 
 def serialize(optimizer: Optimizer) -> dict:
