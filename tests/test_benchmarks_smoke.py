@@ -165,3 +165,15 @@ def test_gc_benchmark_runs_with_and_without_the_freeze():
         frozen[impl] = r["frozen"]
     assert frozen["tapejax-nofreeze"] == 0 and frozen["tapejax"] > 50_000
     assert proc.stdout.count("| scalar_chain |") == 2
+
+
+def test_keras_saving_benchmark_times_every_operation(tmp_path):
+    out = tmp_path / "saving.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_keras_saving.py"), "--models", "mlp", "--impls", "tapejax",
+           "--runs", "1", "--repeats", "1", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())["mlp/tapejax"]
+    assert sorted(r) == sorted(["deepcopy", "pickle", "save_keras", "load_keras", "save_h5", "load_h5"]), r
+    assert all(v["first_s"] > 0 and v["median_s"] > 0 for v in r.values())
+    assert proc.stdout.count("| mlp |") == 6
