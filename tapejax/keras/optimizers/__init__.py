@@ -525,8 +525,7 @@ class Optimizer(_KerasSaveable):
 
     def save_own_variables(self, store: Any) -> None:
         """Keras's saving: the state in Keras's order, so a file TF loads resumes training as here."""
-        state = self._keras_state() if self.built else [(self._iterations, 1.0)] + (
-            [(self._learning_rate, 1.0)] if isinstance(self._learning_rate, VariableBase) else [])
+        state = self._keras_state()  # (unbuilt: no slots, so iterations and the learning rate)
         if state is None:
             warnings.warn(f"{type(self).__name__}'s state ({self.name}) has no Keras layout here: it is not saved, "
                           "and training resumed from the file starts it afresh.", stacklevel=2)
@@ -543,8 +542,7 @@ class Optimizer(_KerasSaveable):
         self._assign_keras_state(values)
 
     def _assign_keras_state(self, values: list) -> None:
-        state = self._keras_state() if self.built else [(self._iterations, 1.0)] + (
-            [(self._learning_rate, 1.0)] if isinstance(self._learning_rate, VariableBase) else [])
+        state = self._keras_state()  # (unbuilt: no slots, so iterations and the learning rate)
         if state is None or len(state) != len(values):
             # Keras's own behaviour (and message) when the saved state does not fit the optimizer.
             warnings.warn(f"Skipping variable loading for optimizer '{self.name}', because it has "
