@@ -177,3 +177,27 @@ def test_keras_saving_benchmark_times_every_operation(tmp_path):
     assert sorted(r) == sorted(["deepcopy", "pickle", "save_keras", "load_keras", "save_h5", "load_h5"]), r
     assert all(v["first_s"] > 0 and v["median_s"] > 0 for v in r.values())
     assert proc.stdout.count("| mlp |") == 6
+
+
+def test_lazy_floor_benchmark_checks_its_model_against_the_lazy_step(tmp_path):
+    """benchmarks/bench_lazy_floor.py: its model of a verified step gives the lazy step's losses
+    and weights (the measuring process asserts that before timing) and every case is timed."""
+    out = tmp_path / "floor.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_lazy_floor.py"), "--impls", "lazy,jax.jit,program,floor",
+           "--rounds", "1", "--steps", "5", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    r = json.loads(out.read_text())
+    assert sorted(r) == sorted(["lazy", "jax.jit", "program", "floor"]), r
+    assert all(v["median_s"] > 0 and v["ratios"] is None for v in r.values()), r
+
+
+def test_lazy_benchmark_rounds_merge_to_medians():
+    from benchmarks import bench_lazy as B
+
+    rs = [{"ok": True, "median_s": m, "min_s": m / 2, "first_s": 10 * m, "first_n_s": 100 * m} for m in (3.0, 1.0, 2.0)]
+    r = B.merge(rs)
+    assert (r["median_s"], r["min_s"], r["first_s"], r["first_n_s"]) == (2.0, 1.0, 20.0, 200.0)
+    assert r["rounds"] == [3.0, 1.0, 2.0] and r["ok"]
+    assert not B.merge(rs + [dict(rs[0], ok=False)])["ok"]
+    assert B.merge(rs + [{"error": "boom"}]) == {"error": "boom"}
