@@ -42,6 +42,9 @@ IMPLS = ("torch", "lazy", "jax.jit", "program", "floor")
 def _child(rounds: int, steps: int, impls: list) -> dict:
     import time
 
+    if hasattr(os, "sched_setaffinity"):  # (one core, as under taskset: before JAX starts its threads)
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
     import jax
     import numpy as np
 
@@ -53,6 +56,10 @@ def _child(rounds: int, steps: int, impls: list) -> dict:
     from tapejax._engine import _lazy
 
     assert tf.config.get_execution() == "lazy", "run with TAPEJAX_EXECUTION=lazy"
+    # One core's schedule, wherever this runs: the step's forward, gradient and updates are one
+    # program (with a second core, lazy mode starts the program when the gradient call returns and
+    # the updates join the next one), which is the program the floor below models.
+    _lazy.RUN_AT_GRADIENT = False
     lib = R.load_lib("tapejax", "cpu", True)
     d = W.mlp_data("mlp_step_small")
     variables = [tf.Variable(p) for p in d["params"]]
@@ -224,8 +231,9 @@ def _child(rounds: int, steps: int, impls: list) -> dict:
 
     # The floor's numbers are the lazy step's: the same program from the same parameters.
     check_steps = 5
-    fvars = [Var(v._raw if type(v._raw) is not _lazy._Cell else v._raw.value) for v in variables]
-    start = [np.asarray(v.raw) for v in fvars]
+    # (read through the variables: with a second core the last updates may still be pending)
+    start = [np.asarray(v.numpy()) for v in variables]
+    fvars = [Var(jax.numpy.asarray(s)) for s in start]
     for v, s in zip(variables, start):
         v.assign(s)
 
@@ -289,6 +297,9 @@ def main() -> None:
         print("RESULT " + json.dumps(_child(a.rounds, a.steps, impls)))
         return
     env = dict(os.environ, TAPEJAX_EXECUTION="lazy", _TAPEJAX_FLOOR_CHILD="1", TF_CPP_MIN_LOG_LEVEL="3")
+    # The default replay tiers: a forced tier (CI runs the suite under each) changes which program
+    # the step is (an interpreted gradient is not part of it), and the floor models the default one.
+    env.pop("TAPEJAX_REPLAY_TIER", None)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, os.path.abspath(__file__), "--rounds", str(a.rounds), "--steps", str(a.steps),
            "--impls", ",".join(impls)]
