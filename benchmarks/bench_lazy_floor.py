@@ -30,12 +30,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from benchmarks.bench_lazy import run_pinned  # noqa: E402  (fresh process pinned to core 0, its RESULT line)
+
 IMPLS = ("torch", "lazy", "jax.jit", "program", "floor")
 
 
@@ -48,7 +49,6 @@ def _child(rounds: int, steps: int, impls: list) -> dict:
     import jax
     import numpy as np
 
-    sys.path.insert(0, ROOT)
     import tapejax as tf
     from benchmarks import _workloads as W
     from benchmarks import run as R
@@ -232,10 +232,7 @@ def _child(rounds: int, steps: int, impls: list) -> dict:
     # The floor's numbers are the lazy step's: the same program from the same parameters.
     check_steps = 5
     # (read through the variables: with a second core the last updates may still be pending)
-    start = [np.asarray(v.numpy()) for v in variables]
-    fvars = [Var(jax.numpy.asarray(s)) for s in start]
-    for v, s in zip(variables, start):
-        v.assign(s)
+    fvars = [Var(jax.numpy.asarray(v.numpy())) for v in variables]
 
     def first_value(step: object) -> float:
         out = step()  # (held while read: the step's gradients stay live values, as in the timed loop)
@@ -301,14 +298,11 @@ def main() -> None:
     # the step is (an interpreted gradient is not part of it), and the floor models the default one.
     env.pop("TAPEJAX_REPLAY_TIER", None)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, os.path.abspath(__file__), "--rounds", str(a.rounds), "--steps", str(a.steps),
-           "--impls", ",".join(impls)]
-    if shutil.which("taskset"):
-        cmd = ["taskset", "-c", "0"] + cmd
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    res = next((json.loads(line[7:]) for line in p.stdout.splitlines() if line.startswith("RESULT ")), None)
-    if res is None:
-        sys.exit("the measuring process failed:\n" + (p.stderr or p.stdout)[-3000:])
+    argv = [os.path.abspath(__file__), "--rounds", str(a.rounds), "--steps", str(a.steps), "--impls", ",".join(impls)]
+    res = run_pinned(f"import runpy, sys; sys.argv = {argv!r}; runpy.run_path(sys.argv[0], run_name='__main__')",
+                     env, 1800)
+    if "error" in res:
+        sys.exit("the measuring process failed:\n" + res["error"])
     print("| | " + " | ".join(impls) + " |")
     print("|" + "---|" * (len(impls) + 1))
     print("| µs per step, median | " + " | ".join(f"{res[k]['median_s'] * 1e6:.0f}" for k in impls) + " |")
